@@ -1,0 +1,116 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+// librdkafka is compiled against Debian's headers but loaded at run time from the project-local
+// `.deps/lib/librdkafka.so.1` (librdkafka >= 2.1, see scripts/setup). The binaries live in
+// `.build/<triple>/<config>/`, so `$ORIGIN/../../../.deps/lib` is the project's `.deps/lib`.
+let rdkafkaRuntimePath: [LinkerSetting] = [
+    .unsafeFlags(["-Xlinker", "-rpath", "-Xlinker", "$ORIGIN/../../../.deps/lib"])
+]
+
+// Swift 6 language mode (tools 6.1) gives complete strict concurrency checking.
+let strict: [SwiftSetting] = [.enableUpcomingFeature("ExistentialAny")]
+
+let package = Package(
+    name: "PushGateway",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "push-gateway", targets: ["PushGatewayCLI"]),
+        .library(name: "PushCore", targets: ["PushCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+    ],
+    targets: [
+        // C libraries, each behind one module map.
+        .systemLibrary(name: "CRdKafka", pkgConfig: "rdkafka", providers: [.apt(["librdkafka-dev"])]),
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .target(name: "CCurlShims", dependencies: ["CCurl"]),
+
+        // Pure domain: paths, JSON values, subscriptions, matching, shadows, payloads, size rules. No I/O.
+        .target(name: "PushCore", swiftSettings: strict),
+        // Generated from proto/ (see scripts/generate-proto); committed.
+        .target(name: "PushProto", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+
+        // One thin Swift wrapper per C library.
+        .target(
+            name: "KafkaClient",
+            dependencies: ["CRdKafka", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict,
+            linkerSettings: rdkafkaRuntimePath
+        ),
+        .target(
+            name: "CurlHTTP",
+            dependencies: ["CCurl", "CCurlShims", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+        .target(name: "SSLCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+
+        // JOSE compact serialisations (JWS `none`, JWE dir/A256KW/RSA-OAEP-256 + A256GCM) over SSLCrypto.
+        .target(name: "JOSE", dependencies: ["SSLCrypto"], swiftSettings: strict),
+
+        // Push providers (FCM HTTP v1 now; HMS later) over CurlHTTP + SSLCrypto.
+        .target(
+            name: "Providers",
+            dependencies: [
+                "PushCore", "CurlHTTP", "SSLCrypto",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // The REST API (Hummingbird routes), independent of Kafka.
+        .target(
+            name: "GatewayAPI",
+            dependencies: [
+                "PushCore",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // Assembly: configuration, the consume → match → send pipeline, services, metrics.
+        .target(
+            name: "Gateway",
+            dependencies: [
+                "PushCore", "PushProto", "KafkaClient", "Providers", "GatewayAPI", "JOSE",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "PushGatewayCLI",
+            dependencies: [
+                "Gateway",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict,
+            linkerSettings: rdkafkaRuntimePath
+        ),
+
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
+        .testTarget(
+            name: "GatewayAPITests",
+            dependencies: [
+                "GatewayAPI", "Gateway", "PushProto",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            linkerSettings: rdkafkaRuntimePath
+        ),
+    ]
+)

@@ -1,0 +1,233 @@
+import Foundation
+import KafkaClient
+import Logging
+import PushCore
+import ServiceLifecycle
+import Synchronization
+
+/// Consumes change events, matches them, and hands the notifications to the dispatcher.
+///
+/// A dedicated thread polls librdkafka (blocking calls stay off the cooperative pool), applies each event to
+/// its app's index in log order, and passes the resulting deliveries to ``run()``'s task group, which sends
+/// them concurrently. A record's offset is stored for commit only when all of its notifications have been
+/// answered by the provider (or its dead-letter copy is acknowledged), so a crash re-delivers instead of
+/// losing (at-least-once). Consumption pauses while too many records are in flight.
+public final class ChangePipeline: Service, Sendable {
+    struct Work: Sendable {
+        var partition: TopicPartition
+        var offset: Int64
+        var deliveries: [Delivery]
+        var eventTimestampMs: Int64
+    }
+
+    private let consumer: KafkaConsumer
+    private let producer: KafkaProducer
+    private let store: SubscriptionStore
+    private let dispatcher: Dispatcher
+    private let metrics: GatewayMetrics
+    private let configuration: GatewayConfiguration.Kafka
+    private let logger: Logger
+    private let readiness: Readiness
+
+    private let trackers = Mutex<[TopicPartition: OffsetTracker]>([:])
+    private let inFlight = Mutex(0)
+    private let capacity: DispatchSemaphore
+    private let stopping = Atomic<Bool>(false)
+
+    init(
+        consumer: KafkaConsumer, producer: KafkaProducer, store: SubscriptionStore, dispatcher: Dispatcher,
+        metrics: GatewayMetrics, configuration: GatewayConfiguration.Kafka, readiness: Readiness, logger: Logger
+    ) {
+        self.consumer = consumer
+        self.producer = producer
+        self.store = store
+        self.dispatcher = dispatcher
+        self.metrics = metrics
+        self.configuration = configuration
+        self.readiness = readiness
+        self.logger = logger
+        self.capacity = DispatchSemaphore(value: configuration.maxInFlightRecords)
+    }
+
+    /// Rebalance hook (called on the polling thread before librdkafka applies the change).
+    func rebalanced(_ event: RebalanceEvent) {
+        switch event {
+        case .assigned(let partitions):
+            trackers.withLock { trackers in
+                for partition in partitions where trackers[partition] == nil { trackers[partition] = OffsetTracker() }
+            }
+            readiness.assigned(partitions)
+        case .revoked(let partitions, let lost):
+            if !lost { drain(partitions, timeout: .seconds(30)) }
+            trackers.withLock { trackers in
+                for partition in partitions { trackers[partition] = nil }
+            }
+            readiness.revoked(partitions)
+        }
+    }
+
+    public func run() async throws {
+        let (stream, continuation) = AsyncStream<Work>.makeStream()
+        try consumer.subscribe(topics: [configuration.changesTopic])
+        let pollThread = Thread { [self] in
+            pollLoop(continuation)
+            continuation.finish()
+        }
+        pollThread.name = "kafka-consumer-poll"
+        pollThread.start()
+        logger.info("consuming", metadata: ["kafka.topic": "\(configuration.changesTopic)", "kafka.group": "\(configuration.groupId)"])
+
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for await work in stream {
+                    group.addTask { await self.process(work) }
+                }
+            }
+        } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .relaxed)
+        }
+        // The stream ended: the poll loop stopped and every delivery finished.
+        await Task.detached { [consumer, producer, logger] in
+            consumer.close()
+            producer.close()
+            logger.info("consumer closed, offsets committed")
+        }.value
+    }
+
+    private func pollLoop(_ continuation: AsyncStream<Work>.Continuation) {
+        while !stopping.load(ordering: .relaxed) {
+            switch consumer.poll(timeoutMs: 100) {
+            case .none:
+                continue
+            case .error(let error):
+                logger.warning("consumer error", metadata: ["error": "\(error)"])
+            case .record(let record):
+                capacity.wait()
+                inFlight.withLock { $0 += 1 }
+                metrics.inFlightRecords.increment()
+                handle(record, continuation)
+            }
+        }
+    }
+
+    /// Decodes, matches and prepares one record. Consumer thread, log order.
+    private func handle(_ record: KafkaRecord, _ continuation: AsyncStream<Work>.Continuation) {
+        let partition = TopicPartition(topic: record.topic, partition: record.partition)
+        trackers.withLock { $0[partition, default: OffsetTracker()].start(record.offset) }
+        let event: ChangeEvent
+        do {
+            event = try EventDecoder.decode(record)
+        } catch {
+            deadLetter(record, reason: error.reason)
+            return
+        }
+        guard let app = store.app(event.app) else {
+            metrics.eventsSkipped.increment()
+            finish(partition, record.offset)
+            return
+        }
+        let now = Int64(Date().timeIntervalSince1970)
+        let notifications = app.withIndex { index in index.apply(event, now: now) }
+        metrics.eventsConsumed.increment()
+        if !notifications.isEmpty { metrics.eventsMatched.increment() }
+        let deliveries = dispatcher.prepare(app: event.app, notifications: notifications)
+        if deliveries.isEmpty {
+            finish(partition, record.offset)
+            return
+        }
+        let timestamp = event.timestampMs > 0 ? event.timestampMs : (record.timestampMs ?? 0)
+        continuation.yield(Work(partition: partition, offset: record.offset, deliveries: deliveries, eventTimestampMs: timestamp))
+    }
+
+    private func process(_ work: Work) async {
+        await withDiscardingTaskGroup { group in
+            for delivery in work.deliveries {
+                group.addTask {
+                    _ = await self.dispatcher.send(delivery)
+                    if work.eventTimestampMs > 0 {
+                        let latency = Date().timeIntervalSince1970 - Double(work.eventTimestampMs) / 1000
+                        self.metrics.latency.record(max(0, latency))
+                    }
+                }
+            }
+        }
+        finish(work.partition, work.offset)
+    }
+
+    private func deadLetter(_ record: KafkaRecord, reason: String) {
+        metrics.eventsDeadLettered.increment()
+        metrics.deadLetter(category: reason.hasPrefix("undecodable") ? "undecodable" : "invalid")
+        logger.warning(
+            "record dead-lettered",
+            metadata: ["kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)", "reason": "\(reason)"])
+        var headers = record.headers
+        headers.append(KafkaHeader(name: "x-dlq-reason", string: reason))
+        headers.append(KafkaHeader(name: "x-dlq-source-topic", string: record.topic))
+        headers.append(KafkaHeader(name: "x-dlq-source-partition", string: String(record.partition)))
+        headers.append(KafkaHeader(name: "x-dlq-source-offset", string: String(record.offset)))
+        let copy = KafkaRecord(topic: configuration.deadLetterTopic, key: record.key, value: record.value, headers: headers)
+        let partition = TopicPartition(topic: record.topic, partition: record.partition)
+        producer.send(copy) { [self] error in
+            if let error {
+                // Not acknowledged: the offset stays uncommitted and the record is consumed again after a restart.
+                logger.error("dead-letter write failed; record kept uncommitted", metadata: ["error": "\(error)"])
+                releaseCapacity()
+                return
+            }
+            finish(partition, record.offset)
+        }
+    }
+
+    private func finish(_ partition: TopicPartition, _ offset: Int64) {
+        let position = trackers.withLock { trackers -> Int64? in
+            guard trackers[partition] != nil else { return nil }
+            return trackers[partition]?.finish(offset)
+        }
+        if let position { consumer.storeOffsets([partition: position]) }
+        releaseCapacity()
+    }
+
+    private func releaseCapacity() {
+        inFlight.withLock { $0 -= 1 }
+        metrics.inFlightRecords.decrement()
+        capacity.signal()
+    }
+
+    /// Waits (bounded) until the partitions' records in flight are finished, so their offsets are stored
+    /// before the partitions go to another member.
+    private func drain(_ partitions: [TopicPartition], timeout: Duration) {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            let busy = trackers.withLock { trackers in partitions.contains { (trackers[$0]?.inFlight ?? 0) > 0 } }
+            if !busy { return }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        logger.warning("revoked partitions still had records in flight", metadata: ["kafka.partitions": "\(partitions)"])
+    }
+}
+
+/// What `/readyz` reports: ready once the consumer holds an assignment (it starts with the first
+/// rebalance; a member with no partitions because the group has more members than partitions is ready too
+/// once assigned an empty set).
+public final class Readiness: Sendable {
+    private let state = Mutex<(assignedOnce: Bool, partitions: Set<TopicPartition>)>((false, []))
+
+    public init() {}
+
+    func assigned(_ partitions: [TopicPartition]) {
+        state.withLock { state in
+            state.assignedOnce = true
+            state.partitions.formUnion(partitions)
+        }
+    }
+
+    func revoked(_ partitions: [TopicPartition]) {
+        state.withLock { state in state.partitions.subtract(partitions) }
+    }
+
+    public var notReadyReason: String? {
+        state.withLock { $0.assignedOnce ? nil : "waiting for the consumer group to assign partitions" }
+    }
+
+    public var partitions: [TopicPartition] { state.withLock { Array($0.partitions) } }
+}

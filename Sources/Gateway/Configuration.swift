@@ -1,0 +1,186 @@
+import Foundation
+import Yams
+
+/// The gateway's configuration (docs/CONFIGURATION.md). Every field has an embedded default, so an empty
+/// configuration runs the gateway with an in-process broker and a console sink.
+public struct GatewayConfiguration: Codable, Sendable, Equatable {
+    public struct HTTP: Codable, Sendable, Equatable {
+        public var host = "127.0.0.1"
+        public var port = 8080
+    }
+
+    public struct Kafka: Codable, Sendable, Equatable {
+        /// Empty: start the embedded broker.
+        public var brokers = ""
+        public var groupId = "push-gateway"
+        public var changesTopic = "datasync.changes"
+        public var deadLetterTopic = "push.dlq"
+        /// Partitions of the embedded broker's topics.
+        public var partitions = 4
+        /// Extra librdkafka properties for every client.
+        public var properties: [String: String] = [:]
+        /// Records in flight (consumed, notifications not yet handed over) before consumption pauses.
+        public var maxInFlightRecords = 5000
+    }
+
+    public struct FCM: Codable, Sendable, Equatable {
+        public var baseURL = "https://fcm.googleapis.com"
+        public var tokenURL = ""
+        public var caFile = ""
+        public var requestTimeoutMs = 10_000
+        public var maxConnections = 2
+    }
+
+    public struct Logging: Codable, Sendable, Equatable {
+        public var format = "text"
+        public var level = "info"
+    }
+
+    public var http = HTTP()
+    public var kafka = Kafka()
+    public var fcm = FCM()
+    public var logging = Logging()
+    public var apps: [String: AppSettings] = ["demo": AppSettings()]
+
+    public init() {}
+
+    public var usesEmbeddedBroker: Bool { kafka.brokers.isEmpty }
+
+    /// Reads a YAML or JSON file (JSON is YAML), then applies environment overrides.
+    public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> GatewayConfiguration {
+        var configuration = GatewayConfiguration()
+        if let file, !file.isEmpty {
+            let text: String
+            do { text = try String(contentsOfFile: file, encoding: .utf8) } catch {
+                throw ConfigurationError("cannot read configuration file \(file): \(error.localizedDescription)")
+            }
+            do {
+                configuration = try YAMLDecoder().decode(GatewayConfiguration.self, from: text)
+            } catch {
+                throw ConfigurationError("invalid configuration file \(file): \(error)")
+            }
+        }
+        try configuration.applyEnvironment(environment)
+        try configuration.validate()
+        return configuration
+    }
+
+    mutating func applyEnvironment(_ environment: [String: String]) throws {
+        func int(_ name: String) throws -> Int? {
+            guard let text = environment[name], !text.isEmpty else { return nil }
+            guard let value = Int(text) else { throw ConfigurationError("\(name) must be an integer, got '\(text)'") }
+            return value
+        }
+        if let value = environment["PUSH_HTTP_HOST"], !value.isEmpty { http.host = value }
+        if let value = try int("PUSH_HTTP_PORT") { http.port = value }
+        if let value = environment["PUSH_KAFKA_BROKERS"] { kafka.brokers = value }
+        if let value = environment["PUSH_KAFKA_GROUP_ID"], !value.isEmpty { kafka.groupId = value }
+        if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
+        if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
+        if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
+        if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
+        if let value = environment["PUSH_LOG_FORMAT"], !value.isEmpty { logging.format = value }
+        if let value = environment["PUSH_LOG_LEVEL"], !value.isEmpty { logging.level = value }
+    }
+
+    func validate() throws {
+        guard (0...65535).contains(http.port) else { throw ConfigurationError("http.port must be 0...65535") }
+        guard ["text", "json"].contains(logging.format) else { throw ConfigurationError("logging.format must be text or json") }
+        guard kafka.partitions > 0 else { throw ConfigurationError("kafka.partitions must be positive") }
+        guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
+        for (name, app) in apps {
+            guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }
+            guard app.subscriptionTTLSeconds > 0 else { throw ConfigurationError("apps.\(name).subscriptionTTLSeconds must be positive") }
+        }
+    }
+}
+
+/// The "console" settings of one app.
+public struct AppSettings: Codable, Sendable, Equatable {
+    public var enabled = true
+    /// Firebase service-account JSON file; empty: notifications go to the console sink.
+    public var fcmServiceAccountFile = ""
+    public var subscriptionTTLSeconds: Int64 = 30 * 24 * 3600
+    public var shadowMaxBytes = 64 * 1024
+
+    public init() {}
+}
+
+public struct ConfigurationError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+// Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
+// decodes field by field, keeping the default when a key is missing.
+extension GatewayConfiguration {
+    enum CodingKeys: String, CodingKey { case http, kafka, fcm, logging, apps }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        http = try c.decodeIfPresent(HTTP.self, forKey: .http) ?? HTTP()
+        kafka = try c.decodeIfPresent(Kafka.self, forKey: .kafka) ?? Kafka()
+        fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
+        logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
+        apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": AppSettings()]
+    }
+}
+
+extension GatewayConfiguration.HTTP {
+    enum CodingKeys: String, CodingKey { case host, port }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        host = try c.decodeIfPresent(String.self, forKey: .host) ?? host
+        port = try c.decodeIfPresent(Int.self, forKey: .port) ?? port
+    }
+}
+
+extension GatewayConfiguration.Kafka {
+    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, partitions, properties, maxInFlightRecords }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        brokers = try c.decodeIfPresent(String.self, forKey: .brokers) ?? brokers
+        groupId = try c.decodeIfPresent(String.self, forKey: .groupId) ?? groupId
+        changesTopic = try c.decodeIfPresent(String.self, forKey: .changesTopic) ?? changesTopic
+        deadLetterTopic = try c.decodeIfPresent(String.self, forKey: .deadLetterTopic) ?? deadLetterTopic
+        partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
+        properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
+        maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords
+    }
+}
+
+extension GatewayConfiguration.FCM {
+    enum CodingKeys: String, CodingKey { case baseURL, tokenURL, caFile, requestTimeoutMs, maxConnections }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        baseURL = try c.decodeIfPresent(String.self, forKey: .baseURL) ?? baseURL
+        tokenURL = try c.decodeIfPresent(String.self, forKey: .tokenURL) ?? tokenURL
+        caFile = try c.decodeIfPresent(String.self, forKey: .caFile) ?? caFile
+        requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
+        maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+    }
+}
+
+extension GatewayConfiguration.Logging {
+    enum CodingKeys: String, CodingKey { case format, level }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        format = try c.decodeIfPresent(String.self, forKey: .format) ?? format
+        level = try c.decodeIfPresent(String.self, forKey: .level) ?? level
+    }
+}
+
+extension AppSettings {
+    enum CodingKeys: String, CodingKey { case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        enabled = try c.decodeIfPresent(Bool.self, forKey: .enabled) ?? enabled
+        fcmServiceAccountFile = try c.decodeIfPresent(String.self, forKey: .fcmServiceAccountFile) ?? fcmServiceAccountFile
+        subscriptionTTLSeconds = try c.decodeIfPresent(Int64.self, forKey: .subscriptionTTLSeconds) ?? subscriptionTTLSeconds
+        shadowMaxBytes = try c.decodeIfPresent(Int.self, forKey: .shadowMaxBytes) ?? shadowMaxBytes
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import GatewayAPI
+import Hummingbird
+import KafkaClient
+import Logging
+import ServiceLifecycle
+
+/// Builds the gateway from its configuration and runs it until SIGTERM/SIGINT.
+///
+/// Services, started in order and stopped in reverse: the change pipeline (stop fetching, finish in-flight
+/// sends, commit offsets, close) then the HTTP server.
+public struct GatewayApp {
+    public let configuration: GatewayConfiguration
+    public let logger: Logger
+
+    public init(configuration: GatewayConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        try LibrdkafkaVersion.check()
+        logger.info("starting push-gateway", metadata: ["librdkafka.version": "\(LibrdkafkaVersion.string)"])
+
+        var kafka = configuration.kafka
+        var embedded: KafkaMockCluster?
+        if configuration.usesEmbeddedBroker {
+            let cluster = try KafkaMockCluster(brokers: 1, logger: logger)
+            try cluster.createTopic(kafka.changesTopic, partitions: Int32(kafka.partitions))
+            try cluster.createTopic(kafka.deadLetterTopic, partitions: Int32(kafka.partitions))
+            kafka.brokers = cluster.bootstrapServers
+            embedded = cluster
+            logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
+        }
+        defer { withExtendedLifetime(embedded) {} }
+
+        let metrics = GatewayMetrics()
+        let readiness = Readiness()
+        let store = SubscriptionStore(apps: configuration.apps)
+        let providers = try ProviderRegistry(configuration: configuration, logger: logger)
+        let dispatcher = Dispatcher(senders: providers, metrics: metrics, logger: logger)
+
+        var clientProperties = kafka.properties
+        clientProperties["bootstrap.servers"] = kafka.brokers
+        var consumerProperties = clientProperties
+        consumerProperties["group.id"] = kafka.groupId
+        consumerProperties["client.id"] = "push-gateway-consumer"
+        var producerProperties = clientProperties
+        producerProperties["client.id"] = "push-gateway-producer"
+
+        let producer = try KafkaProducer(properties: producerProperties, logger: logger)
+        let pipelineBox = PipelineBox()
+        let consumer = try KafkaConsumer(properties: consumerProperties, logger: logger) { event in
+            pipelineBox.pipeline?.rebalanced(event)
+        }
+        let pipeline = ChangePipeline(
+            consumer: consumer, producer: producer, store: store, dispatcher: dispatcher, metrics: metrics,
+            configuration: kafka, readiness: readiness, logger: logger)
+        pipelineBox.set(pipeline)
+
+        let service = SubscriptionService(store: store, metrics: metrics, logger: logger)
+        let router = Routes.router(subscriptions: service, probe: Probe(readiness: readiness, metrics: metrics))
+        let host = configuration.http.host
+        let consoleApps = store.appNames.filter { providers.usesConsole(app: $0) }
+        let brokers = kafka.brokers
+        let topic = kafka.changesTopic
+        let logger = self.logger
+        let http = Application(
+            router: router,
+            configuration: .init(address: .hostname(host, port: configuration.http.port), serverName: "push-gateway"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.notice("HTTP API listening", metadata: ["http.address": "http://\(host):\(port)"])
+                if embedded != nil, let app = consoleApps.first {
+                    GettingStarted.print(host: host, port: port, app: app, brokers: brokers, topic: topic)
+                }
+            },
+            logger: logger)
+
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: http),
+                    .init(service: pipeline),
+                ],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger))
+        try await group.run()
+        await providers.shutdown()
+        logger.info("stopped")
+    }
+}
+
+/// Breaks the cycle consumer → rebalance callback → pipeline → consumer.
+final class PipelineBox: Sendable {
+    private let box = Mutex<ChangePipeline?>(nil)
+    var pipeline: ChangePipeline? { box.withLock { $0 } }
+    func set(_ pipeline: ChangePipeline) { box.withLock { $0 = pipeline } }
+}
+
+import Synchronization
+
+/// The newcomer's banner: how to subscribe and publish against the embedded defaults.
+enum GettingStarted {
+    static func print(host: String, port: Int, app: String, brokers: String, topic: String) {
+        let text = """
+
+            ───────────────────────────────────────────────────────────────────────────────
+             push-gateway is running with embedded defaults (in-process broker, console sink)
+             1. Subscribe a device to /chat in value mode:
+                curl -i -X PUT 'http://\(host):\(port)/base/\(app)/.wakeup/chat?id=my-device-token&mode=value'
+             2. Publish a write (either command):
+                push-gateway publish --brokers \(brokers) --app \(app) --path /chat/m1 --op SET --after '{"text":"hi"}'
+                echo '{"appId":"\(app)","path":"/chat/m2","op":"SET","after":"{\\"text\\":\\"hello\\"}"}' | \\
+                  kcat -P -b \(brokers) -t \(topic) -k \(app) -H content-type=application/json
+             3. The notification is printed here as a {"sink":"console",...} line.
+            ───────────────────────────────────────────────────────────────────────────────
+
+            """
+        FileHandle.standardError.write(Data(text.utf8))
+    }
+}

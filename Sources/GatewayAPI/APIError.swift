@@ -1,0 +1,26 @@
+import HTTPTypes
+
+/// An API error: an HTTP status and the JSON body `{"status": code, "message": text}` (SPEC §5).
+public struct APIError: Error, Sendable, Equatable {
+    public var status: HTTPResponse.Status
+    public var code: String
+    public var message: String
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public static func badRequest(_ message: String) -> APIError { APIError(.badRequest, "bad_request", message) }
+    public static func namespaceDoesNotExist(_ app: String) -> APIError {
+        APIError(.notFound, "namespace_does_not_exist", "no application named '\(app.prefix(128))'")
+    }
+    public static func disabled(_ app: String) -> APIError {
+        APIError(.forbidden, "disabled", "push notifications are disabled for application '\(app.prefix(128))'")
+    }
+    public static func permissionDenied(_ message: String) -> APIError { APIError(.forbidden, "permission_denied", message) }
+    public static func tooBig(_ message: String) -> APIError { APIError(.forbidden, "too_big", message) }
+    public static func unavailable(_ message: String) -> APIError { APIError(.serviceUnavailable, "unavailable", message) }
+    public static func internalError(_ message: String) -> APIError { APIError(.internalServerError, "internal", message) }
+}

@@ -1,0 +1,101 @@
+import Foundation
+import Hummingbird
+import PushCore
+
+/// The HTTP routes: v1 wake-up API, operations endpoints, the OpenAPI document.
+public enum Routes {
+    public static func router(
+        subscriptions: some SubscriptionAPI, probe: some OperationsProbe
+    ) -> Router<BasicRequestContext> {
+        let router = Router()
+        router.get("/healthz") { _, _ in jsonResponse(.ok, #"{"status":"ok"}"#) }
+        router.get("/readyz") { _, _ in
+            if let reason = probe.notReadyReason() {
+                return errorResponse(APIError(.serviceUnavailable, "not_ready", reason))
+            }
+            return jsonResponse(.ok, #"{"status":"ready"}"#)
+        }
+        router.get("/metrics") { _, _ in
+            Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: ByteBuffer(string: probe.metricsText())))
+        }
+        router.get("/openapi.json") { _, _ in jsonResponse(.ok, OpenAPIDocument.json) }
+
+        @Sendable func wakeup(_ request: Request, _ context: BasicRequestContext) async -> Response {
+            do throws(APIError) {
+                let target = try WakeupTarget(uriPath: request.uri.path)
+                let query = request.uri.queryParameters
+                guard let deviceID = query["id"].map(String.init), !deviceID.isEmpty else {
+                    throw .badRequest("the query parameter 'id' (the device's push token) is required")
+                }
+                let token = query["token"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+                if request.method == .delete {
+                    try await subscriptions.unsubscribe(
+                        V1UnsubscribeRequest(app: target.app, path: target.path, deviceID: deviceID, authToken: token))
+                } else {
+                    let modeText = query["mode"].map(String.init) ?? ""
+                    let mode: SubscriptionMode
+                    if modeText.isEmpty || modeText == "null" {
+                        mode = .noData
+                    } else if let parsed = SubscriptionMode(rawValue: modeText) {
+                        mode = parsed
+                    } else {
+                        throw .badRequest("unknown mode '\(modeText.prefix(64))': use noData, value or childEvent")
+                    }
+                    try await subscriptions.subscribe(
+                        V1SubscribeRequest(app: target.app, path: target.path, deviceID: deviceID, mode: mode, authToken: token))
+                }
+                return Response(status: .noContent)
+            } catch {
+                return errorResponse(error)
+            }
+        }
+        for pattern in ["/base/:app/.wakeup", "/base/:app/.wakeup/**"] {
+            router.put(RouterPath(pattern), use: wakeup)
+            router.delete(RouterPath(pattern), use: wakeup)
+        }
+        return router
+    }
+
+    static func jsonResponse(_ status: HTTPResponse.Status, _ body: String) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+
+    /// `{"status": code, "message": text}` with the error's HTTP status.
+    public static func errorResponse(_ error: APIError) -> Response {
+        var body: [UInt8] = Array(#"{"status":"#.utf8)
+        JSONWriter.writeString(error.code, into: &body)
+        body.append(contentsOf: #","message":"#.utf8)
+        JSONWriter.writeString(error.message, into: &body)
+        body.append(UInt8(ascii: "}"))
+        return Response(status: error.status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+}
+
+/// The app and data path of a `/base/{app}/.wakeup/{path...}` URI, percent-decoded and validated.
+struct WakeupTarget: Equatable {
+    var app: String
+    var path: DataPath
+
+    init(uriPath: String) throws(APIError) {
+        // Split on "/" keeping empty keys, so that "/a//b" is refused rather than silently normalised.
+        let parts = uriPath.split(separator: "/", omittingEmptySubsequences: false)
+        // ["", "base", app, ".wakeup", keys...]
+        guard parts.count >= 4, parts[1] == "base", parts[3] == ".wakeup",
+            let app = parts[2].removingPercentEncoding, !app.isEmpty
+        else { throw .badRequest("expected /base/{app}/.wakeup/{path}") }
+        var keys: [String] = []
+        for raw in parts.dropFirst(4) {
+            guard let key = raw.removingPercentEncoding else { throw .badRequest("bad percent-encoding in path") }
+            keys.append(key)
+        }
+        if keys.last == "" { keys.removeLast() }
+        do {
+            self.path = try DataPath("/" + keys.joined(separator: "/"))
+        } catch {
+            throw .badRequest(error.description)
+        }
+        self.app = app
+    }
+}

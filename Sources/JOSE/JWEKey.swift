@@ -1,0 +1,60 @@
+import SSLCrypto
+
+/// A key for JWE encryption and/or decryption with `enc` = `A256GCM`, with its key identifier.
+///
+/// Immutable and `Sendable`: build it once (e.g. when settings load) and share it between threads.
+/// The protected header this key produces is computed once, here, not per message.
+public struct JWEKey: Sendable {
+    enum Material: Sendable {
+        /// A 32-byte key: the CEK itself for `dir`, the KEK for `A256KW`.
+        case symmetric([UInt8])
+        case rsaPublic(RSAPublicKey)
+        case rsaPrivate(RSAPrivateKey, RSAPublicKey)
+    }
+
+    /// The key identifier, written as `kid` in the protected header.
+    public let kid: String
+    /// The key-management algorithm, written as `alg`.
+    public let algorithm: JWEAlgorithm
+    let material: Material
+    /// ASCII of base64url(`{"alg":"…","enc":"A256GCM","kid":"…"}`): first part of the compact form and the GCM AAD.
+    let encodedHeader: [UInt8]
+
+    private init(kid: String, algorithm: JWEAlgorithm, material: Material) {
+        self.kid = kid
+        self.algorithm = algorithm
+        self.material = material
+        encodedHeader = ProtectedHeader.encoded(algorithm: algorithm, kid: kid)
+    }
+
+    /// `dir`: `key` (32 bytes) is the content-encryption key.
+    public static func dir(kid: String, key: [UInt8]) throws -> JWEKey {
+        guard key.count == AES256GCM.keyByteCount else { throw JOSEError("JWE dir: key must be 32 bytes") }
+        return JWEKey(kid: kid, algorithm: .dir, material: .symmetric(key))
+    }
+
+    /// `A256KW`: `kek` (32 bytes) wraps a fresh random CEK per message.
+    public static func a256kw(kid: String, kek: [UInt8]) throws -> JWEKey {
+        guard kek.count == AESKeyWrap.kekByteCount else { throw JOSEError("JWE A256KW: key must be 32 bytes") }
+        return JWEKey(kid: kid, algorithm: .a256kw, material: .symmetric(kek))
+    }
+
+    /// `RSA-OAEP-256` for encrypting only.
+    public static func rsaOAEP256(kid: String, publicKey: RSAPublicKey) -> JWEKey {
+        JWEKey(kid: kid, algorithm: .rsaOAEP256, material: .rsaPublic(publicKey))
+    }
+
+    /// `RSA-OAEP-256` for decrypting (and encrypting, with the matching public key).
+    public static func rsaOAEP256(kid: String, privateKey: RSAPrivateKey) -> JWEKey {
+        JWEKey(kid: kid, algorithm: .rsaOAEP256, material: .rsaPrivate(privateKey, privateKey.publicKey))
+    }
+
+    /// Length in bytes of the encrypted-key part before base64url: 0, 40, or the RSA modulus size.
+    public var encryptedKeyByteCount: Int {
+        switch material {
+        case .symmetric: algorithm == .dir ? 0 : AES256GCM.keyByteCount + 8
+        case .rsaPublic(let key): key.modulusByteCount
+        case .rsaPrivate(_, let key): key.modulusByteCount
+        }
+    }
+}

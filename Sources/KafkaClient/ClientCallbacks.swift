@@ -1,0 +1,61 @@
+import CRdKafka
+import Logging
+
+/// What a consumer learns from a rebalance.
+public enum RebalanceEvent: Sendable {
+    case assigned([TopicPartition])
+    /// Partitions taken away. `lost` is true when they were lost (session timeout) rather than revoked.
+    case revoked([TopicPartition], lost: Bool)
+}
+
+/// State shared with librdkafka's C callbacks through the client's opaque pointer. It lives as long as the
+/// client that points to it (the client object holds it strongly).
+final class ClientCallbacks: @unchecked Sendable {
+    let logger: Logger
+    /// Called on the polling thread, before librdkafka applies the change (so a revoke can drain first).
+    let onRebalance: (@Sendable (RebalanceEvent) -> Void)?
+
+    init(logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil) {
+        self.logger = logger
+        self.onRebalance = onRebalance
+    }
+
+    static func from(_ client: OpaquePointer?) -> ClientCallbacks? {
+        guard let client, let opaque = rd_kafka_opaque(client) else { return nil }
+        return Unmanaged<ClientCallbacks>.fromOpaque(opaque).takeUnretainedValue()
+    }
+
+    func install(on config: KafkaConfig) {
+        rd_kafka_conf_set_opaque(config.handle, Unmanaged.passUnretained(self).toOpaque())
+        rd_kafka_conf_set_log_cb(config.handle, kafkaLogCallback)
+    }
+}
+
+/// librdkafka's log lines into swift-log, the facility as `source`.
+private func kafkaLogCallback(_ client: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?, _ text: UnsafePointer<CChar>?) {
+    guard let callbacks = ClientCallbacks.from(client) else { return }
+    let logLevel: Logger.Level
+    switch level {
+    case 0...2: logLevel = .critical
+    case 3: logLevel = .error
+    case 4: logLevel = .warning
+    case 5: logLevel = .notice
+    case 6: logLevel = .info
+    default: logLevel = .debug
+    }
+    let message = text.map { String(cString: $0) } ?? ""
+    callbacks.logger.log(
+        level: logLevel, "\(message)", metadata: ["kafka.facility": .string(facility.map { String(cString: $0) } ?? "")],
+        source: "librdkafka")
+}
+
+extension [TopicPartition] {
+    init(list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?) {
+        self.init()
+        guard let list, let elements = list.pointee.elems else { return }
+        for index in 0..<Int(list.pointee.cnt) {
+            let element = elements[index]
+            append(TopicPartition(topic: String(cString: element.topic), partition: element.partition))
+        }
+    }
+}

@@ -1,0 +1,142 @@
+import CRdKafka
+import Logging
+
+/// A consumer-group member over librdkafka's high-level consumer.
+///
+/// Offsets: auto-commit is on but automatic offset *storing* is off; the owner calls ``storeOffsets(_:)``
+/// with the position after the last record whose work is finished, so a committed offset never passes
+/// unfinished work (at-least-once). librdkafka commits stored offsets periodically, on revoke and on close.
+///
+/// ``poll(timeoutMs:)`` blocks: call it from a dedicated thread, never from the cooperative pool.
+public final class KafkaConsumer: @unchecked Sendable {
+    private let client: OpaquePointer
+    private let callbacks: ClientCallbacks
+    private let logger: Logger
+    private var closed = false
+
+    public init(
+        properties: [String: String], logger: Logger, onRebalance: @escaping @Sendable (RebalanceEvent) -> Void
+    ) throws {
+        var merged = [
+            "enable.auto.commit": "true",
+            "enable.auto.offset.store": "false",
+            "auto.commit.interval.ms": "1000",
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": "false",
+        ]
+        for (key, value) in properties { merged[key] = value }
+        let config = try KafkaConfig(merged)
+        let callbacks = ClientCallbacks(logger: logger, onRebalance: onRebalance)
+        callbacks.install(on: config)
+        rd_kafka_conf_set_rebalance_cb(config.handle, kafkaRebalanceCallback)
+        self.client = try makeClient(type: RD_KAFKA_CONSUMER, config: config)
+        self.callbacks = callbacks
+        self.logger = logger
+        rd_kafka_poll_set_consumer(client)
+    }
+
+    public func subscribe(topics: [String]) throws {
+        guard let list = rd_kafka_topic_partition_list_new(Int32(topics.count)) else {
+            throw KafkaError(message: "cannot allocate a partition list")
+        }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for topic in topics { rd_kafka_topic_partition_list_add(list, topic, RD_KAFKA_PARTITION_UA) }
+        let result = rd_kafka_subscribe(client, list)
+        guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "subscribe") }
+    }
+
+    public enum PollResult: Sendable {
+        case record(KafkaRecord)
+        case error(KafkaError)
+        case none
+    }
+
+    /// Waits up to `timeoutMs` for a record. Rebalance callbacks run inside this call. Blocking.
+    public func poll(timeoutMs: Int32) -> PollResult {
+        guard let message = rd_kafka_consumer_poll(client, timeoutMs) else { return .none }
+        defer { rd_kafka_message_destroy(message) }
+        if message.pointee.err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            let text = rd_kafka_message_errstr(message).map { String(cString: $0) } ?? ""
+            return .error(KafkaError(code: message.pointee.err.rawValue, message: text))
+        }
+        return .record(KafkaRecord(message: message))
+    }
+
+    /// Stores the next offsets to consume (last finished record + 1); they are committed asynchronously.
+    /// Partitions no longer assigned are ignored.
+    public func storeOffsets(_ offsets: [TopicPartition: Int64]) {
+        guard !offsets.isEmpty, let list = rd_kafka_topic_partition_list_new(Int32(offsets.count)) else { return }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for (partition, offset) in offsets {
+            rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)?.pointee.offset = offset
+        }
+        let result = rd_kafka_offsets_store(client, list)
+        if result != RD_KAFKA_RESP_ERR_NO_ERROR && result != RD_KAFKA_RESP_ERR__STATE {
+            logger.warning("storing offsets failed", metadata: ["error": "\(KafkaError(result, context: "offsets_store"))"])
+        }
+    }
+
+    /// Commits the stored offsets now and waits for the result. Blocking.
+    public func commitStoredOffsets() throws {
+        let result = rd_kafka_commit(client, nil, 0)
+        if result != RD_KAFKA_RESP_ERR_NO_ERROR && result != RD_KAFKA_RESP_ERR__NO_OFFSET {
+            throw KafkaError(result, context: "commit")
+        }
+    }
+
+    /// Current assignment.
+    public func assignment() -> [TopicPartition] {
+        var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?
+        guard rd_kafka_assignment(client, &list) == RD_KAFKA_RESP_ERR_NO_ERROR, let list else { return [] }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        return [TopicPartition](list: list)
+    }
+
+    /// Leaves the group: revokes the assignment (committing stored offsets) and closes. Blocking.
+    public func close() {
+        guard !closed else { return }
+        closed = true
+        let result = rd_kafka_consumer_close(client)
+        if result != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("consumer close", metadata: ["error": "\(KafkaError(result, context: "close"))"])
+        }
+    }
+
+    deinit {
+        close()
+        rd_kafka_destroy(client)
+    }
+}
+
+/// Applies assignments (eager or cooperative protocol) after telling the owner.
+private func kafkaRebalanceCallback(
+    _ client: OpaquePointer?, _ error: rd_kafka_resp_err_t, _ partitions: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?,
+    _ opaque: UnsafeMutableRawPointer?
+) {
+    guard let client else { return }
+    let callbacks = opaque.map { Unmanaged<ClientCallbacks>.fromOpaque($0).takeUnretainedValue() }
+    let cooperative = rd_kafka_rebalance_protocol(client).map { String(cString: $0) } == "COOPERATIVE"
+    let list = [TopicPartition](list: partitions)
+    switch error {
+    case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
+        if cooperative {
+            if let failure = rd_kafka_incremental_assign(client, partitions) { rd_kafka_error_destroy(failure) }
+        } else {
+            rd_kafka_assign(client, partitions)
+        }
+        callbacks?.logger.info("partitions assigned", metadata: ["kafka.partitions": "\(list)"])
+        callbacks?.onRebalance?(.assigned(list))
+    case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
+        let lost = rd_kafka_assignment_lost(client) != 0
+        callbacks?.logger.info("partitions revoked", metadata: ["kafka.partitions": "\(list)", "kafka.lost": "\(lost)"])
+        callbacks?.onRebalance?(.revoked(list, lost: lost))
+        if cooperative {
+            if let failure = rd_kafka_incremental_unassign(client, partitions) { rd_kafka_error_destroy(failure) }
+        } else {
+            rd_kafka_assign(client, nil)
+        }
+    default:
+        callbacks?.logger.error("rebalance error", metadata: ["error": "\(KafkaError(error, context: "rebalance"))"])
+        rd_kafka_assign(client, nil)
+    }
+}

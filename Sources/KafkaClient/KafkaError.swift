@@ -1,0 +1,50 @@
+import CRdKafka
+
+/// An error from librdkafka or from the wrapper.
+public struct KafkaError: Error, CustomStringConvertible, Sendable {
+    public let code: Int32
+    public let message: String
+    public let file: String
+    public let line: Int
+
+    public init(code: Int32 = -1, message: String, file: String = #fileID, line: Int = #line) {
+        self.code = code
+        self.message = message
+        self.file = file
+        self.line = line
+    }
+
+    init(_ error: rd_kafka_resp_err_t, context: String, file: String = #fileID, line: Int = #line) {
+        self.init(code: error.rawValue, message: "\(context): \(String(cString: rd_kafka_err2str(error)))", file: file, line: line)
+    }
+
+    /// Transient errors librdkafka retries by itself (the record can be produced again later).
+    public var isRetriable: Bool {
+        code == RD_KAFKA_RESP_ERR__QUEUE_FULL.rawValue || code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue
+            || code == RD_KAFKA_RESP_ERR__TRANSPORT.rawValue
+    }
+
+    public var description: String { "KafkaError(\(code)): \(message)" }
+}
+
+/// The librdkafka version loaded at run time.
+public enum LibrdkafkaVersion {
+    /// The oldest version the gateway accepts: Debian's 2.0.2 mis-parses the ApiVersions response of
+    /// recent brokers ("Local: Read underflow").
+    public static let minimum: Int32 = 0x0201_00ff
+
+    public static var current: Int32 { rd_kafka_version() }
+    public static var string: String { String(cString: rd_kafka_version_str()) }
+
+    /// Throws with instructions when the loaded librdkafka is too old.
+    public static func check() throws {
+        guard current >= minimum else {
+            throw KafkaError(
+                message: """
+                    librdkafka \(string) is loaded but 2.1 or newer is required (Debian's 2.0.2 cannot talk to \
+                    current brokers). Run scripts/setup, which links the librdkafka 2.16 shipped in the \
+                    confluent-kafka wheel into .deps/lib, or put a newer librdkafka.so.1 on LD_LIBRARY_PATH.
+                    """)
+        }
+    }
+}

@@ -1,0 +1,152 @@
+/// The subscriptions of one app, indexed by path in a trie, with the shadow (in-memory copy of the data)
+/// of every node that has a `value` or `childEvent` subscription.
+///
+/// Matching an event walks the write's path from the root (subscriptions at or above the write) and the
+/// subtree below the write (subscriptions below it); nothing else is visited, so the cost does not depend
+/// on subscriptions off the write's path.
+///
+/// Not thread-safe: the owner serialises access (one lock per app).
+public final class AppIndex {
+    final class Node {
+        var children: [String: Node] = [:]
+        var subscribers: [SubscriberKey: SubscriptionSettings] = [:]
+        /// Subscribers here that need data (`value`, `childEvent`).
+        var dataSubscriberCount = 0
+        /// Subscribers in this node's subtree, itself included.
+        var subtreeCount = 0
+        /// The data at this node when known; nil until seeded. Kept only while `dataSubscriberCount > 0`.
+        var shadow: JSONValue?
+    }
+
+    public let app: String
+    let root = Node()
+    public private(set) var subscriptionCount = 0
+
+    public init(app: String) { self.app = app }
+
+    // MARK: Subscriptions
+
+    public enum SubscribeOutcome: Sendable, Equatable {
+        case created
+        case refreshed
+    }
+
+    /// Adds or refreshes a subscription.
+    @discardableResult
+    public func subscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> SubscribeOutcome {
+        var chain: [Node] = [root]
+        var node = root
+        for key in path.segments {
+            if let next = node.children[key] {
+                node = next
+            } else {
+                let next = Node()
+                node.children[key] = next
+                node = next
+            }
+            chain.append(node)
+        }
+        let previous = node.subscribers.updateValue(settings, forKey: subscriber)
+        if let previous, previous.mode.needsData { node.dataSubscriberCount -= 1 }
+        if settings.mode.needsData { node.dataSubscriberCount += 1 }
+        if node.dataSubscriberCount == 0 { node.shadow = nil }
+        if previous != nil { return .refreshed }
+        for member in chain { member.subtreeCount += 1 }
+        subscriptionCount += 1
+        return .created
+    }
+
+    /// Removes a subscription; returns its settings when it existed.
+    @discardableResult
+    public func unsubscribe(path: DataPath, subscriber: SubscriberKey) -> SubscriptionSettings? {
+        var chain: [(Node, String)] = []
+        var node = root
+        for key in path.segments {
+            guard let next = node.children[key] else { return nil }
+            chain.append((node, key))
+            node = next
+        }
+        guard let removed = node.subscribers.removeValue(forKey: subscriber) else { return nil }
+        if removed.mode.needsData {
+            node.dataSubscriberCount -= 1
+            if node.dataSubscriberCount == 0 { node.shadow = nil }
+        }
+        root.subtreeCount -= 1
+        for (parent, key) in chain {
+            guard let child = parent.children[key] else { break }
+            child.subtreeCount -= 1
+            if child.subtreeCount == 0 {
+                parent.children[key] = nil
+                break
+            }
+        }
+        subscriptionCount -= 1
+        return removed
+    }
+
+    /// The subscription of `subscriber` at `path`, if any.
+    public func subscription(path: DataPath, subscriber: SubscriberKey) -> SubscriptionSettings? {
+        node(at: path)?.subscribers[subscriber]
+    }
+
+    /// Every subscription of the app (for listing, persistence and revocation).
+    public func allSubscriptions() -> [Subscription] {
+        var result: [Subscription] = []
+        result.reserveCapacity(subscriptionCount)
+        func visit(_ node: Node, _ path: [String]) {
+            let dataPath = DataPath(validatedSegments: path)
+            for (subscriber, settings) in node.subscribers {
+                result.append(Subscription(path: dataPath, subscriber: subscriber, settings: settings))
+            }
+            for (key, child) in node.children { visit(child, path + [key]) }
+        }
+        visit(root, [])
+        return result
+    }
+
+    /// The shadow at `path`: `.some(value)` when seeded, nil when unknown or not kept.
+    public func shadow(at path: DataPath) -> JSONValue? { node(at: path)?.shadow }
+
+    /// Number of nodes that keep a shadow, and how many of them are seeded.
+    public func shadowCounts() -> (kept: Int, seeded: Int) {
+        var kept = 0
+        var seeded = 0
+        func visit(_ node: Node) {
+            if node.dataSubscriberCount > 0 {
+                kept += 1
+                if node.shadow != nil { seeded += 1 }
+            }
+            for child in node.children.values { visit(child) }
+        }
+        visit(root)
+        return (kept, seeded)
+    }
+
+    func node(at path: DataPath) -> Node? {
+        var node = root
+        for key in path.segments {
+            guard let next = node.children[key] else { return nil }
+            node = next
+        }
+        return node
+    }
+
+    /// Removes every subscription whose expiry is at or before `now`; returns them.
+    public func removeExpired(now: Int64) -> [Subscription] {
+        let expired = allSubscriptions().filter { $0.settings.expiresAt <= now }
+        for subscription in expired { unsubscribe(path: subscription.path, subscriber: subscription.subscriber) }
+        return expired
+    }
+
+    /// Removes every subscription; returns them.
+    public func removeAll() -> [Subscription] {
+        let all = allSubscriptions()
+        root.children = [:]
+        root.subscribers = [:]
+        root.dataSubscriberCount = 0
+        root.subtreeCount = 0
+        root.shadow = nil
+        subscriptionCount = 0
+        return all
+    }
+}

@@ -1,0 +1,198 @@
+/// A notification to send to one or more subscribers of the same node and mode.
+public struct MatchedNotification: Sendable, Equatable {
+    /// The subscription path (`sp`).
+    public var path: DataPath
+    public var mode: SubscriptionMode
+    public var content: NotificationContent
+    public var recipients: [Recipient]
+
+    public init(path: DataPath, mode: SubscriptionMode, content: NotificationContent, recipients: [Recipient]) {
+        self.path = path
+        self.mode = mode
+        self.content = content
+        self.recipients = recipients
+    }
+}
+
+/// One subscriber to deliver to, with the format it asked for.
+public struct Recipient: Sendable, Hashable {
+    public var subscriber: SubscriberKey
+    public var format: NotificationFormat
+
+    public init(subscriber: SubscriberKey, format: NotificationFormat) {
+        self.subscriber = subscriber
+        self.format = format
+    }
+}
+
+extension AppIndex {
+    /// Applies a change event: returns the notifications it causes and updates the shadows.
+    ///
+    /// A subscription at S fires for a write at S, below S, or above S when the value at S changed
+    /// (SPEC §3). Subscriptions expired at `now` are skipped. `SNAPSHOT` only seeds shadows.
+    /// `NAMESPACE_DELETED` removes every subscription and returns their revocations.
+    public func apply(_ event: ChangeEvent, now: Int64) -> [MatchedNotification] {
+        if event.operation == .namespaceDeleted {
+            return revocations(of: removeAll(), reason: .namespaceDoesNotExist)
+        }
+        var output: [MatchedNotification] = []
+        let write = event.path.segments
+        let notify = event.operation != .snapshot
+        var node = root
+        var depth = 0
+        while true {
+            if depth < write.count {
+                if !node.subscribers.isEmpty || node.dataSubscriberCount > 0 {
+                    applyAbove(node, depth: depth, event: event, notify: notify, now: now, into: &output)
+                }
+                guard let next = node.children[write[depth]] else { return output }
+                node = next
+                depth += 1
+            } else {
+                if !node.subscribers.isEmpty {
+                    applyAt(node, event: event, notify: notify, now: now, into: &output)
+                }
+                for (key, child) in node.children where child.subtreeCount > 0 {
+                    applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
+                }
+                return output
+            }
+        }
+    }
+
+    /// Revocation notifications for removed subscriptions, grouped by node.
+    public func revocations(of subscriptions: [Subscription], reason: RevocationReason) -> [MatchedNotification] {
+        var grouped: [DataPath: [Recipient]] = [:]
+        for subscription in subscriptions {
+            grouped[subscription.path, default: []].append(
+                Recipient(subscriber: subscription.subscriber, format: subscription.settings.format))
+        }
+        return grouped.map { path, recipients in
+            MatchedNotification(path: path, mode: .noData, content: .revoke(reason), recipients: recipients)
+        }.sorted { $0.path.description < $1.path.description }
+    }
+
+    // MARK: - The three positions of a subscription relative to a write
+
+    /// The write is below this node (S is a strict prefix of the write path).
+    private func applyAbove(
+        _ node: Node, depth: Int, event: ChangeEvent, notify: Bool, now: Int64, into output: inout [MatchedNotification]
+    ) {
+        let relative = event.path.segments[depth...]
+        let old = node.shadow
+        var new: JSONValue?
+        if let old, node.dataSubscriberCount > 0 {
+            switch event.operation {
+            case .set, .snapshot, .remove:
+                new = old.setting(event.after, at: relative)
+            case .merge:
+                new = old.setting(old.value(at: relative).merging(event.after.children), at: relative)
+            case .namespaceDeleted:
+                new = nil
+            }
+            node.shadow = new
+        }
+        guard notify else { return }
+        let childKey = event.path.segments[depth]
+        emit(node, path: DataPath(validatedSegments: Array(event.path.segments[..<depth])), now: now, into: &output) { mode in
+            switch mode {
+            case .noData: return .noData
+            case .value: return .value(new)
+            case .childEvent:
+                if let old, let new { return .childEvent(.between(old: old, new: new), keysOnly: false) }
+                return .childEvent(ChildChanges(changed: [childKey: .bool(true)]), keysOnly: true)
+            }
+        }
+    }
+
+    /// The write is at this node.
+    private func applyAt(
+        _ node: Node, event: ChangeEvent, notify: Bool, now: Int64, into output: inout [MatchedNotification]
+    ) {
+        let old = node.shadow ?? event.before
+        var new: JSONValue?
+        switch event.operation {
+        case .set, .snapshot, .remove: new = event.after
+        case .merge: new = old?.merging(event.after.children)
+        case .namespaceDeleted: new = nil
+        }
+        if node.dataSubscriberCount > 0, let new { node.shadow = new }
+        guard notify else { return }
+        emit(node, path: event.path, now: now, into: &output) { mode in
+            switch mode {
+            case .noData: return .noData
+            case .value: return .value(new)
+            case .childEvent:
+                if let old, let new { return .childEvent(.between(old: old, new: new), keysOnly: false) }
+                return .childEvent(Self.unknownChanges(event), keysOnly: true)
+            }
+        }
+    }
+
+    /// The write is above this node; `relative` is this node's path below the write.
+    private func applyBelow(
+        _ node: Node, relative: [String], event: ChangeEvent, notify: Bool, now: Int64,
+        into output: inout [MatchedNotification]
+    ) {
+        let new: JSONValue
+        switch event.operation {
+        case .set, .snapshot, .remove:
+            new = event.after.value(at: relative)
+        case .merge:
+            // Children the MERGE does not name are untouched: nothing below them changes.
+            guard let first = relative.first, let member = event.after.children[first] else { return }
+            new = member.normalized().value(at: relative.dropFirst())
+        case .namespaceDeleted:
+            return
+        }
+        if !node.subscribers.isEmpty {
+            let old = node.shadow ?? event.before?.value(at: relative)
+            if node.dataSubscriberCount > 0 { node.shadow = new }
+            if notify && old != new {
+                let path = DataPath(validatedSegments: event.path.segments + relative)
+                emit(node, path: path, now: now, into: &output) { mode in
+                    switch mode {
+                    case .noData: return .noData
+                    case .value: return .value(new)
+                    case .childEvent:
+                        if let old { return .childEvent(.between(old: old, new: new), keysOnly: false) }
+                        return .childEvent(ChildChanges(changed: new.children), keysOnly: true)
+                    }
+                }
+            }
+        }
+        for (key, child) in node.children where child.subtreeCount > 0 {
+            applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
+        }
+    }
+
+    /// Child keys a write at S touched when S's old value is unknown: all in `changed` (they may be new).
+    private static func unknownChanges(_ event: ChangeEvent) -> ChildChanges {
+        switch event.operation {
+        case .merge:
+            var changed: [String: JSONValue] = [:]
+            var removed: [String] = []
+            for (key, value) in event.after.children {
+                if value.normalized().isNull { removed.append(key) } else { changed[key] = .bool(true) }
+            }
+            return ChildChanges(removed: removed, changed: changed)
+        default:
+            return ChildChanges(changed: event.after.children)
+        }
+    }
+
+    /// Groups a node's live subscribers by mode and appends one notification per mode.
+    private func emit(
+        _ node: Node, path: DataPath, now: Int64, into output: inout [MatchedNotification],
+        content: (SubscriptionMode) -> NotificationContent
+    ) {
+        var byMode: [SubscriptionMode: [Recipient]] = [:]
+        for (subscriber, settings) in node.subscribers where settings.expiresAt > now {
+            byMode[settings.mode, default: []].append(Recipient(subscriber: subscriber, format: settings.format))
+        }
+        for mode in SubscriptionMode.allCases {
+            guard let recipients = byMode[mode] else { continue }
+            output.append(MatchedNotification(path: path, mode: mode, content: content(mode), recipients: recipients))
+        }
+    }
+}

@@ -1,0 +1,74 @@
+/// What a notification carries (seed 000): `noData` (the default), `value`, `childEvent`.
+public enum SubscriptionMode: String, Sendable, CaseIterable {
+    case noData
+    case value
+    case childEvent
+
+    /// Modes that need the data at the subscribed node (a shadow).
+    public var needsData: Bool { self != .noData }
+}
+
+/// The push provider a subscriber is reached through.
+public enum SubscriberKind: String, Sendable, CaseIterable {
+    /// Firebase Cloud Messaging (Android, and iOS through FCM's APNs relay).
+    case mobile
+    /// Huawei Push Kit.
+    case huawei
+}
+
+/// The data-payload format a subscriber receives.
+public enum NotificationFormat: String, Sendable, CaseIterable {
+    case v1
+    case v2
+}
+
+/// Who is subscribed at a node: the identity of a subscription within its (app, path).
+/// v1 identity is (app, path, device id): `uid` is nil. v2 identity adds the user id.
+public struct SubscriberKey: Sendable, Hashable {
+    public var kind: SubscriberKind
+    /// The provider's push token (FCM registration token, HMS push token).
+    public var token: String
+    public var uid: String?
+
+    public init(kind: SubscriberKind = .mobile, token: String, uid: String? = nil) {
+        self.kind = kind
+        self.token = token
+        self.uid = uid
+    }
+}
+
+/// The mutable part of a subscription.
+public struct SubscriptionSettings: Sendable, Equatable {
+    public var mode: SubscriptionMode
+    public var format: NotificationFormat
+    /// Expiry, seconds since the Unix epoch.
+    public var expiresAt: Int64
+
+    public init(mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64) {
+        self.mode = mode
+        self.format = format
+        self.expiresAt = expiresAt
+    }
+}
+
+/// One subscription, as returned by queries on the index.
+public struct Subscription: Sendable, Equatable {
+    public var path: DataPath
+    public var subscriber: SubscriberKey
+    public var settings: SubscriptionSettings
+
+    public init(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) {
+        self.path = path
+        self.subscriber = subscriber
+        self.settings = settings
+    }
+}
+
+/// Why a subscription was revoked (seed 000's status codes).
+public enum RevocationReason: String, Sendable, CaseIterable {
+    case permissionDenied = "permission_denied"
+    case namespaceDoesNotExist = "namespace_does_not_exist"
+    case disabled
+    case expired
+    case tooBig = "too_big"
+}
