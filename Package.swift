@@ -57,11 +57,11 @@ let package = Package(
         // JOSE compact serialisations (JWS `none`, JWE dir/A256KW/RSA-OAEP-256 + A256GCM) over SSLCrypto.
         .target(name: "JOSE", dependencies: ["SSLCrypto"], swiftSettings: strict),
 
-        // Push providers (FCM HTTP v1 now; HMS later) over CurlHTTP + SSLCrypto.
+        // Push providers (FCM HTTP v1 now; HMS later) over CurlHTTP + SSLCrypto. No Foundation on the send path.
         .target(
             name: "Providers",
             dependencies: [
-                "PushCore", "CurlHTTP", "SSLCrypto",
+                "CurlHTTP", "SSLCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -104,6 +104,10 @@ let package = Package(
 
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
+        .testTarget(
+            name: "ProvidersTests",
+            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [

@@ -27,7 +27,7 @@ public enum EventDecoder {
         case .remove: operation = "REMOVE"
         case .snapshot: operation = "SNAPSHOT"
         case .namespaceDeleted: operation = "NAMESPACE_DELETED"
-        case .opUnspecified: throw ChangeEventError("op is missing")
+        case .unspecified: throw ChangeEventError("op is missing")
         case .UNRECOGNIZED(let value): throw ChangeEventError("unknown op \(value)")
         }
         if let key = record.keyString, !key.isEmpty, key != message.appID {

@@ -33,6 +33,7 @@ public struct GatewayApp {
             logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
         }
         defer { withExtendedLifetime(embedded) {} }
+        let hasEmbeddedBroker = embedded != nil
 
         let metrics = GatewayMetrics()
         let readiness = Readiness()
@@ -59,7 +60,7 @@ public struct GatewayApp {
         pipelineBox.set(pipeline)
 
         let service = SubscriptionService(store: store, metrics: metrics, logger: logger)
-        let router = Routes.router(subscriptions: service, probe: Probe(readiness: readiness, metrics: metrics))
+        let router = Routes.router(subscriptions: service, probe: Probe(readiness: readiness, metrics: metrics, store: store))
         let host = configuration.http.host
         let consoleApps = store.appNames.filter { providers.usesConsole(app: $0) }
         let brokers = kafka.brokers
@@ -71,7 +72,7 @@ public struct GatewayApp {
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
                 logger.notice("HTTP API listening", metadata: ["http.address": "http://\(host):\(port)"])
-                if embedded != nil, let app = consoleApps.first {
+                if hasEmbeddedBroker, let app = consoleApps.first {
                     GettingStarted.print(host: host, port: port, app: app, brokers: brokers, topic: topic)
                 }
             },
@@ -109,9 +110,9 @@ enum GettingStarted {
              push-gateway is running with embedded defaults (in-process broker, console sink)
              1. Subscribe a device to /chat in value mode:
                 curl -i -X PUT 'http://\(host):\(port)/base/\(app)/.wakeup/chat?id=my-device-token&mode=value'
-             2. Publish a write (either command):
-                push-gateway publish --brokers \(brokers) --app \(app) --path /chat/m1 --op SET --after '{"text":"hi"}'
-                echo '{"appId":"\(app)","path":"/chat/m2","op":"SET","after":"{\\"text\\":\\"hello\\"}"}' | \\
+             2. Publish writes (with the bundled command, or kcat and the JSON form of the event):
+                .build/debug/push-gateway publish --brokers \(brokers) --app \(app) --path /chat --op SET --after '{"m1":"hi"}'
+                echo '{"appId":"\(app)","path":"/chat/m2","op":"SET","after":"\\"hello\\""}' | \\
                   kcat -P -b \(brokers) -t \(topic) -k \(app) -H content-type=application/json
              3. The notification is printed here as a {"sink":"console",...} line.
             ───────────────────────────────────────────────────────────────────────────────

@@ -25,7 +25,6 @@ struct SubscriptionService: SubscriptionAPI {
         let outcome = app.withIndex { index in
             index.subscribe(path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID), settings: settings)
         }
-        if outcome == .created { metrics.subscriptions.increment() }
         logger.debug(
             "subscribed",
             metadata: ["app": "\(request.app)", "sp": "\(request.path)", "mode": "\(request.mode)", "outcome": "\(outcome)"])
@@ -33,17 +32,24 @@ struct SubscriptionService: SubscriptionAPI {
 
     func unsubscribe(_ request: V1UnsubscribeRequest) async throws(APIError) {
         let app = try app(request.app)
-        let removed = app.withIndex { index in
-            index.unsubscribe(path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID))
+        app.withIndex { index in
+            _ = index.unsubscribe(path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID))
         }
-        if removed != nil { metrics.subscriptions.decrement() }
     }
 }
 
 struct Probe: OperationsProbe {
     let readiness: Readiness
     let metrics: GatewayMetrics
+    let store: SubscriptionStore
 
     func notReadyReason() -> String? { readiness.notReadyReason }
-    func metricsText() -> String { metrics.text() }
+
+    /// Gauges are computed at scrape time from the store (no bookkeeping on the hot path).
+    func metricsText() -> String {
+        let counts = store.counts()
+        metrics.subscriptions.set(Double(counts.subscriptions))
+        metrics.shadows.set(Double(counts.shadowsKept))
+        return metrics.text()
+    }
 }

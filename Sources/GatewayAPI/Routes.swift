@@ -8,19 +8,29 @@ public enum Routes {
         subscriptions: some SubscriptionAPI, probe: some OperationsProbe
     ) -> Router<BasicRequestContext> {
         let router = Router()
-        router.get("/healthz") { _, _ in jsonResponse(.ok, #"{"status":"ok"}"#) }
-        router.get("/readyz") { _, _ in
+        router.add(middleware: UnmatchedRouteMiddleware())
+        // Operations endpoints answer GET and HEAD (HEAD: same status and headers, no body).
+        func getAndHead(_ path: String, _ handler: @escaping @Sendable () -> Response) {
+            router.get(RouterPath(path)) { _, _ in handler() }
+            router.head(RouterPath(path)) { _, _ in
+                var response = handler()
+                response.body = .init()
+                return response
+            }
+        }
+        getAndHead("/healthz") { jsonResponse(.ok, #"{"status":"ok"}"#) }
+        getAndHead("/readyz") {
             if let reason = probe.notReadyReason() {
                 return errorResponse(APIError(.serviceUnavailable, "not_ready", reason))
             }
             return jsonResponse(.ok, #"{"status":"ready"}"#)
         }
-        router.get("/metrics") { _, _ in
+        getAndHead("/metrics") {
             Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: probe.metricsText())))
         }
-        router.get("/openapi.json") { _, _ in jsonResponse(.ok, OpenAPIDocument.json) }
+        getAndHead("/openapi.json") { jsonResponse(.ok, OpenAPIDocument.json) }
 
         @Sendable func wakeup(_ request: Request, _ context: BasicRequestContext) async -> Response {
             do throws(APIError) {
@@ -29,6 +39,7 @@ public enum Routes {
                 guard let deviceID = query["id"].map(String.init), !deviceID.isEmpty else {
                     throw .badRequest("the query parameter 'id' (the device's push token) is required")
                 }
+                try validateDeviceID(deviceID)
                 let token = query["token"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
                 if request.method == .delete {
                     try await subscriptions.unsubscribe(
@@ -73,6 +84,22 @@ public enum Routes {
     }
 }
 
+/// Push tokens are opaque but printable and bounded (FCM's are ~160 bytes, HMS's ~130): refuse anything
+/// else before it is stored.
+let maximumDeviceIDLength = 4096
+
+func validateDeviceID(_ id: String) throws(APIError) {
+    guard id.utf8.count <= maximumDeviceIDLength else {
+        throw .badRequest("the device id is longer than \(maximumDeviceIDLength) bytes")
+    }
+    for scalar in id.unicodeScalars {
+        // A '%' left after decoding means the query had broken percent-encoding.
+        if scalar.value <= 0x20 || scalar.value == 0x7F || scalar == "%" {
+            throw .badRequest("the device id holds a space, a control character or broken percent-encoding")
+        }
+    }
+}
+
 /// The app and data path of a `/base/{app}/.wakeup/{path...}` URI, percent-decoded and validated.
 struct WakeupTarget: Equatable {
     var app: String
@@ -90,7 +117,9 @@ struct WakeupTarget: Equatable {
             guard let key = raw.removingPercentEncoding else { throw .badRequest("bad percent-encoding in path") }
             keys.append(key)
         }
+        // One trailing "/" is normalised away; any other empty key is an error.
         if keys.last == "" { keys.removeLast() }
+        if keys.contains("") { throw .badRequest(PathError.emptyKey.description) }
         do {
             self.path = try DataPath("/" + keys.joined(separator: "/"))
         } catch {

@@ -12,7 +12,7 @@ public final class KafkaMockCluster: @unchecked Sendable {
     public let bootstrapServers: String
 
     public init(brokers: Int32 = 1, logger: Logger) throws {
-        let config = try KafkaConfig(["client.id": "push-gateway-embedded-broker"])
+        let config = try KafkaConfig(["client.id": "push-gateway-embedded-broker", "log_level": "3"])
         let callbacks = ClientCallbacks(logger: logger)
         callbacks.install(on: config)
         self.client = try makeClient(type: RD_KAFKA_PRODUCER, config: config)

@@ -15,10 +15,13 @@ public struct DataPath: Sendable, Hashable, CustomStringConvertible {
         guard text.utf8.count <= Self.maximumUTF8Length + 2 else { throw .tooLong }
         var body = Substring(text)
         if body.hasPrefix("/") { body = body.dropFirst() }
-        if body.hasSuffix("/") { body = body.dropLast() }
         if body.isEmpty {
             self.segments = []
             return
+        }
+        if body.hasSuffix("/") {
+            body = body.dropLast()
+            if body.isEmpty { throw .emptyKey }
         }
         var segments: [String] = []
         for key in body.split(separator: "/", omittingEmptySubsequences: false) {

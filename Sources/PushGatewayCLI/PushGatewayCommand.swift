@@ -61,14 +61,15 @@ struct Publish: AsyncParsableCommand {
 
     func run() async throws {
         guard let operation = Pushgateway_V1_Op(rawValue: ["SET": 1, "MERGE": 2, "REMOVE": 3, "SNAPSHOT": 4, "NAMESPACE_DELETED": 5][op] ?? 0),
-            operation != .opUnspecified
+            operation != .unspecified
         else { throw ValidationError("unknown op '\(op)'") }
         let value = try EventDecoder.encode(
             app: app, path: path, operation: operation, after: after, before: before, eventID: UUID().uuidString,
             timestampMs: Int64(Date().timeIntervalSince1970 * 1000), json: json)
         var logger = Logger(label: "push-gateway-publish")
         logger.logLevel = .warning
-        let producer = try KafkaProducer(properties: ["bootstrap.servers": brokers], logger: logger)
+        let producer = try KafkaProducer(
+            properties: ["bootstrap.servers": brokers, "message.timeout.ms": "10000", "log_level": "3"], logger: logger)
         let headers = json ? [KafkaHeader(name: EventDecoder.contentTypeHeader, string: "application/json")] : []
         try await producer.send(KafkaRecord(topic: topic, key: Array(app.utf8), value: value, headers: headers))
         producer.close()

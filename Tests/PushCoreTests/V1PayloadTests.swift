@@ -60,16 +60,23 @@ final class V1PayloadTests: XCTestCase {
     }
 
     func testValueSizeIsCountedInUTF8Bytes() throws {
-        // 'é' is 2 bytes, '€' is 3: the boundary is on bytes, not characters.
-        let empty = try XCTUnwrap(V1Payload.build(app: "a", path: try DataPath("/p"), content: .value(.string(""))))
-        XCTAssertEqual((4063 - empty.serializedSize) % 2, 1)
-        let (ok, okSize) = try valuePayload(size: 4063 - 1, unit: "é")
-        XCTAssertEqual(okSize, 4062)
-        XCTAssertEqual(ok?["s"], "OK")
-        let value = JSONValue.string(String(repeating: "é", count: (4064 - empty.serializedSize) / 2) + "x")
-        XCTAssertEqual(V1Payload.build(app: "a", path: try DataPath("/p"), content: .value(value))?["s"], "TooBig")
-        let euros = try valuePayload(size: empty.serializedSize + 3 * 1000, unit: "€")
-        XCTAssertEqual(euros.0?["s"], "OK")
+        // 'é' is 2 bytes: the 4064 boundary is on bytes, not characters.
+        let path = try DataPath("/p")
+        let empty = try XCTUnwrap(V1Payload.build(app: "a", path: path, content: .value(.string("")))).serializedSize
+        let pairs = (4063 - empty) / 2
+        let padding = (4063 - empty) % 2 == 1 ? "x" : ""
+        let at4063 = JSONValue.string(String(repeating: "é", count: pairs) + padding)
+        let ok = try XCTUnwrap(V1Payload.build(app: "a", path: path, content: .value(at4063)))
+        XCTAssertEqual(ok["s"], "OK")
+        XCTAssertEqual(ok.jsonBytes().count, 4063)
+        XCTAssertEqual(ok.serializedSize, 4063)
+        // One more byte (an 'x' becomes 'é', or an 'x' is added) crosses it.
+        let at4064 = JSONValue.string(String(repeating: "é", count: pairs) + (padding.isEmpty ? "x" : "é"))
+        XCTAssertEqual(V1Payload.build(app: "a", path: path, content: .value(at4064))?["s"], "TooBig")
+        // Characters alone would have stayed under the limit.
+        XCTAssertLessThan(pairs + 1, 4064 - empty)
+        let euros = JSONValue.string(String(repeating: "€", count: 1000))
+        XCTAssertEqual(V1Payload.build(app: "a", path: path, content: .value(euros))?.serializedSize, empty + 3000)
     }
 
     func testChildEventDegradesToOnlyKeysThenTooBig() throws {

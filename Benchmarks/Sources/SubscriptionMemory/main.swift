@@ -1,0 +1,26 @@
+// Measures the heap held per subscription: N v1 subscriptions (realistic ~160-byte FCM tokens) spread over
+// apps and paths, heap in use (mallinfo2) before and after.
+//   swift run -c release SubscriptionMemory [count] [apps]
+import Glibc
+import PushCore
+
+let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 1_000_000 : 1_000_000
+let appCount = CommandLine.arguments.count > 2 ? Int(CommandLine.arguments[2]) ?? 10_000 : 10_000
+
+func heapInUse() -> Int { Int(mallinfo2().uordblks) }
+
+let before = heapInUse()
+var apps: [AppIndex] = (0..<appCount).map { AppIndex(app: "app\($0)") }
+for index in 0..<count {
+    let app = apps[index % appCount]
+    // Each device subscribes at its own user node, the usual shape (/users/{uid}/inbox).
+    let path = DataPath(validatedSegments: ["users", "u\(index / appCount)", "inbox"])
+    let token = "fcm-" + String(index, radix: 16) + ":APA91b" + String(repeating: "x", count: 140)
+    app.subscribe(
+        path: path, subscriber: SubscriberKey(token: token), settings: SubscriptionSettings(mode: .value, expiresAt: 1_900_000_000))
+}
+let after = heapInUse()
+let total = apps.reduce(0) { $0 + $1.subscriptionCount }
+print("subscriptions: \(total) in \(appCount) apps")
+print("heap: \((after - before) / 1_048_576) MiB, \((after - before) / max(total, 1)) bytes per subscription (token alone: ~\(150 + 16) bytes)")
+withExtendedLifetime(apps) {}

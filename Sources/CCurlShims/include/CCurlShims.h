@@ -1,0 +1,38 @@
+#ifndef CCURLSHIMS_H
+#define CCURLSHIMS_H
+
+// Typed, non-variadic wrappers over libcurl's variadic `curl_easy_setopt`, `curl_multi_setopt`
+// and `curl_easy_getinfo`, which Swift cannot call directly. One function per argument type.
+
+#include <curl/curl.h>
+
+/// `curl_easy_setopt(handle, option, (long)value)`.
+CURLcode CCurlShims_easy_setopt_long(CURL *handle, CURLoption option, long value);
+/// `curl_easy_setopt(handle, option, (curl_off_t)value)` for the `*_LARGE` options.
+CURLcode CCurlShims_easy_setopt_off_t(CURL *handle, CURLoption option, curl_off_t value);
+/// `curl_easy_setopt(handle, option, value)` for `char *` options (libcurl copies the string).
+CURLcode CCurlShims_easy_setopt_string(CURL *handle, CURLoption option, const char *value);
+/// `curl_easy_setopt(handle, option, value)` for pointer options (`CURLOPT_WRITEDATA`, `CURLOPT_PRIVATE`,
+/// `CURLOPT_HTTPHEADER` with a `struct curl_slist *`, ...). The pointee must outlive the transfer.
+CURLcode CCurlShims_easy_setopt_pointer(CURL *handle, CURLoption option, void *value);
+/// `curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION / CURLOPT_HEADERFUNCTION, callback)`.
+CURLcode CCurlShims_easy_setopt_write_function(CURL *handle, CURLoption option, curl_write_callback callback);
+
+/// `curl_multi_setopt(handle, option, (long)value)`.
+CURLMcode CCurlShims_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
+
+/// `curl_easy_getinfo(handle, info, &long)`.
+CURLcode CCurlShims_easy_getinfo_long(CURL *handle, CURLINFO info, long *value);
+/// `curl_easy_getinfo(handle, info, &char *)`; the string is owned by the handle.
+CURLcode CCurlShims_easy_getinfo_string(CURL *handle, CURLINFO info, const char **value);
+/// `curl_easy_getinfo(handle, CURLINFO_PRIVATE, &void *)`.
+CURLcode CCurlShims_easy_getinfo_private(CURL *handle, void **value);
+
+/// The fields of a `CURLMsg` (whose `data` member is a union Swift imports awkwardly).
+/// Returns 1 and fills `easy`/`result` when `message` is `CURLMSG_DONE`, 0 otherwise.
+int CCurlShims_msg_done(const CURLMsg *message, CURL **easy, CURLcode *result);
+
+/// `curl_version_info(CURLVERSION_NOW)->version_num`: the libcurl version loaded at run time, as 0xXXYYZZ.
+unsigned int CCurlShims_version_num(void);
+
+#endif

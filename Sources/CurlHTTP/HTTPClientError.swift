@@ -1,0 +1,74 @@
+/// Why ``HTTPClient/send(_:)`` did not produce a response.
+///
+/// HTTP error statuses (4xx, 5xx) are not errors at this level: they come back as an ``HTTPResponse``.
+public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The kind of failure.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: Hashable, Sendable {
+            case transport, overloaded, shutdown, invalidRequest, responseTooLarge
+        }
+
+        private let base: Base
+
+        private init(_ base: Base) {
+            self.base = base
+        }
+
+        /// libcurl failed the transfer (timeout, connection refused, TLS, DNS, ...); see `curlCode`.
+        public static let transport = Code(.transport)
+        /// The client's queue is full (``HTTPClientConfiguration/maxQueuedRequests``).
+        public static let overloaded = Code(.overloaded)
+        /// The client was shut down before the request completed.
+        public static let shutdown = Code(.shutdown)
+        /// The request could not be given to libcurl (bad URL, header with a newline, ...).
+        public static let invalidRequest = Code(.invalidRequest)
+        /// The response body exceeded ``HTTPClientConfiguration/maxResponseBodySize``.
+        public static let responseTooLarge = Code(.responseTooLarge)
+
+        public var description: String {
+            switch base {
+            case .transport: "transport"
+            case .overloaded: "overloaded"
+            case .shutdown: "shutdown"
+            case .invalidRequest: "invalidRequest"
+            case .responseTooLarge: "responseTooLarge"
+            }
+        }
+    }
+
+    /// `CURLE_OPERATION_TIMEDOUT`.
+    static let curlTimeoutCode = 28
+
+    /// The kind of failure.
+    public let code: Code
+    /// The `CURLcode` libcurl reported, when the failure came from libcurl.
+    public let curlCode: Int?
+    /// Human-readable detail (libcurl's error buffer or `curl_easy_strerror`).
+    public let message: String
+    /// Where the error was raised.
+    public let file: String
+    public let line: Int
+
+    public init(
+        code: Code, curlCode: Int? = nil, message: String, file: String = #fileID, line: Int = #line
+    ) {
+        self.code = code
+        self.curlCode = curlCode
+        self.message = message
+        self.file = file
+        self.line = line
+    }
+
+    /// Whether the request ran out of time (`CURLE_OPERATION_TIMEDOUT`, connect or total timeout).
+    public var isTimeout: Bool { curlCode == Self.curlTimeoutCode }
+
+    /// Whether sending the same request again later may succeed: transport failures and overload are
+    /// retriable; a shut-down client, an invalid request or an oversized response are not.
+    public var isRetriable: Bool { code == .transport || code == .overloaded }
+
+    public var description: String {
+        var text = "HTTPClientError.\(code)"
+        if let curlCode { text += " (CURLcode \(curlCode))" }
+        return text + ": \(message)"
+    }
+}

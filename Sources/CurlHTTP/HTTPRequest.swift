@@ -1,0 +1,50 @@
+/// An HTTP request method (`GET`, `POST`, ...). Any token is accepted; the common ones have constants.
+public struct HTTPMethod: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    public static let get = HTTPMethod(rawValue: "GET")
+    public static let post = HTTPMethod(rawValue: "POST")
+    public static let put = HTTPMethod(rawValue: "PUT")
+    public static let delete = HTTPMethod(rawValue: "DELETE")
+    public static let head = HTTPMethod(rawValue: "HEAD")
+
+    public var description: String { rawValue }
+}
+
+/// One HTTP request for ``HTTPClient/send(_:)``.
+///
+/// `http://` URLs are sent as HTTP/2 with prior knowledge (h2c); `https://` URLs negotiate HTTP/2 with ALPN
+/// and fall back to HTTP/1.1 only when the server does not offer h2.
+public struct HTTPRequest: Sendable {
+    /// The request method.
+    public var method: HTTPMethod
+    /// The absolute `http://` or `https://` URL.
+    public var url: String
+    /// Header fields in order. `Content-Length` and `Host` are set by libcurl.
+    public var headers: [(name: String, value: String)]
+    /// The request body (empty for none).
+    public var body: [UInt8]
+    /// Total time allowed once libcurl starts the transfer (connect, send, wait, receive).
+    /// Time spent queued in the client before that (see ``HTTPClientConfiguration/maxConcurrentRequests``)
+    /// is not counted.
+    public var timeout: Duration
+
+    /// Creates a request. The default timeout is 10 seconds.
+    public init(
+        method: HTTPMethod = .get,
+        url: String,
+        headers: [(name: String, value: String)] = [],
+        body: [UInt8] = [],
+        timeout: Duration = .seconds(10)
+    ) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+}
