@@ -35,8 +35,10 @@ let package = Package(
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .target(name: "CCurlShims", dependencies: ["CCurl"]),
 
-        // Pure domain: paths, JSON values, subscriptions, matching, shadows, payloads, size rules. No I/O.
-        .target(name: "PushCore", swiftSettings: strict),
+        // Byte-exact compact JSON (values, parser, writers) shared by the domain, the providers and JOSE.
+        .target(name: "CompactJSON", swiftSettings: strict),
+        // Pure domain: paths, subscriptions, matching, shadows, payloads, size rules. No I/O.
+        .target(name: "PushCore", dependencies: ["CompactJSON"], swiftSettings: strict),
         // Generated from proto/ (see scripts/generate-proto); committed.
         .target(name: "PushProto", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
 
@@ -55,13 +57,13 @@ let package = Package(
         .target(name: "SSLCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
 
         // JOSE compact serialisations (JWS `none`, JWE dir/A256KW/RSA-OAEP-256 + A256GCM) over SSLCrypto.
-        .target(name: "JOSE", dependencies: ["SSLCrypto"], swiftSettings: strict),
+        .target(name: "JOSE", dependencies: ["SSLCrypto", "CompactJSON"], swiftSettings: strict),
 
         // Push providers (FCM HTTP v1 now; HMS later) over CurlHTTP + SSLCrypto. No Foundation on the send path.
         .target(
             name: "Providers",
             dependencies: [
-                "CurlHTTP", "SSLCrypto",
+                "CompactJSON", "CurlHTTP", "SSLCrypto",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -16,52 +16,71 @@ public final class GatewayMetrics: Sendable {
     public let latency: ValueHistogram
     private let counters = Mutex<[String: Counter]>([:])
 
-    public init() {
-        eventsConsumed = registry.makeCounter(
-            name: "pushgateway_events_consumed_total", labels: [("result", "ok")], help: "Change events consumed")
-        eventsDeadLettered = registry.makeCounter(
-            name: "pushgateway_events_consumed_total", labels: [("result", "dead_letter")], help: "Change events consumed")
-        eventsSkipped = registry.makeCounter(
-            name: "pushgateway_events_consumed_total", labels: [("result", "unknown_app")], help: "Change events consumed")
-        eventsMatched = registry.makeCounter(
-            name: "pushgateway_events_matched_total", help: "Change events that matched at least one subscription")
-        subscriptions = registry.makeGauge(name: "pushgateway_subscriptions", help: "Subscriptions held in memory")
-        shadows = registry.makeGauge(name: "pushgateway_shadows", help: "Nodes whose data is kept for value/childEvent subscriptions")
-        inFlightRecords = registry.makeGauge(
-            name: "pushgateway_records_in_flight", help: "Consumed records whose notifications are not yet handed over")
-        latency = registry.makeValueHistogram(
-            name: "pushgateway_end_to_end_latency_seconds",
-            buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-            help: "From the change event's timestamp to the provider's answer")
+    /// `pushgateway_<name>_<unit>`.
+    private static func name(_ metricName: String, unit: String = "", help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "pushgateway", metricName: metricName, unitName: unit, helpText: help)
     }
 
-    private func counter(_ name: String, _ labels: [(String, String)], help: String) -> Counter {
-        let key = name + labels.map { "|\($0.0)=\($0.1)" }.joined()
+    private static var consumed: MetricNameDescriptor { name("events_consumed", unit: "total", help: "Change events consumed, by result") }
+
+    public init() {
+        eventsConsumed = registry.makeCounter(descriptor: Self.consumed, labels: [("result", "ok")])
+        eventsDeadLettered = registry.makeCounter(descriptor: Self.consumed, labels: [("result", "dead_letter")])
+        eventsSkipped = registry.makeCounter(descriptor: Self.consumed, labels: [("result", "unknown_app")])
+        eventsMatched = registry.makeCounter(
+            descriptor: Self.name("events_matched", unit: "total", help: "Change events that matched at least one subscription"))
+        subscriptions = registry.makeGauge(descriptor: Self.name("subscriptions", help: "Subscriptions held in memory"))
+        shadows = registry.makeGauge(
+            descriptor: Self.name("shadows", help: "Nodes whose data is kept for value/childEvent subscriptions"))
+        inFlightRecords = registry.makeGauge(
+            descriptor: Self.name("records_in_flight", help: "Consumed records whose notifications are not yet answered"))
+        latency = registry.makeValueHistogram(
+            descriptor: Self.name(
+                "end_to_end_latency", unit: "seconds", help: "From the change event's timestamp to the provider's answer"),
+            buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30])
+    }
+
+    /// The counter of `descriptor` with `labels`, made on first use (labels have low cardinality).
+    private func counter(
+        _ kind: StaticString, _ descriptor: @autoclosure () -> MetricNameDescriptor, _ labels: [(String, String)]
+    ) -> Counter {
+        let key = "\(kind)|" + labels.map { "\($0.0)=\($0.1)" }.joined(separator: "|")
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }
-            let counter = registry.makeCounter(name: name, labels: labels, help: help)
+            let counter = registry.makeCounter(descriptor: descriptor(), labels: labels)
             cache[key] = counter
             return counter
         }
     }
 
+    private static var sent: MetricNameDescriptor {
+        name("notifications_sent", unit: "total", help: "Notifications accepted by a provider")
+    }
+    private static var failed: MetricNameDescriptor {
+        name(
+            "notifications_failed", unit: "total", help: "Notifications a provider refused or that could not be sent")
+    }
+    private static var revocations: MetricNameDescriptor {
+        name("revocations", unit: "total", help: "Subscriptions revoked, by reason")
+    }
+    private static var deadLetters: MetricNameDescriptor {
+        name("dead_letters", unit: "total", help: "Records written to the dead-letter topic")
+    }
+
     public func notificationSent(provider: String) {
-        counter("pushgateway_notifications_sent_total", [("provider", provider)], help: "Notifications accepted by a provider").increment()
+        counter("sent", Self.sent, [("provider", provider)]).increment()
     }
 
     public func notificationFailed(provider: String, reason: String) {
-        counter(
-            "pushgateway_notifications_failed_total", [("provider", provider), ("reason", reason)],
-            help: "Notifications a provider refused or that could not be sent"
-        ).increment()
+        counter("failed", Self.failed, [("provider", provider), ("reason", reason)]).increment()
     }
 
     public func revoked(reason: String) {
-        counter("pushgateway_revocations_total", [("reason", reason)], help: "Subscriptions revoked").increment()
+        counter("revoked", Self.revocations, [("reason", reason)]).increment()
     }
 
     public func deadLetter(category: String) {
-        counter("pushgateway_dead_letters_total", [("category", category)], help: "Records written to the dead-letter topic").increment()
+        counter("dead", Self.deadLetters, [("category", category)]).increment()
     }
 
     public func text() -> String { registry.emitToString() }

@@ -7,13 +7,27 @@
 ///
 /// Not thread-safe: the owner serialises access (one lock per app).
 public final class AppIndex {
+    /// A trie node. Kept small (about 64 bytes): most nodes only lead to others; what a node with
+    /// subscribers needs lives in its ``Payload``.
     final class Node {
-        var children: [String: Node] = [:]
-        var subscribers: [SubscriberKey: SubscriptionSettings] = [:]
-        /// Subscribers here that need data (`value`, `childEvent`).
-        var dataSubscriberCount = 0
+        var children = CompactMap<String, Node>()
+        /// Nil while nobody is subscribed here.
+        var payload: Payload?
         /// Subscribers in this node's subtree, itself included.
-        var subtreeCount = 0
+        var subtreeCount: Int32 = 0
+
+        var subscriberCount: Int { payload?.subscribers.count ?? 0 }
+        var dataSubscriberCount: Int32 { payload?.dataSubscriberCount ?? 0 }
+        var shadow: JSONValue? {
+            get { payload?.shadow }
+            set { payload?.shadow = newValue }
+        }
+    }
+
+    final class Payload {
+        var subscribers = CompactMap<SubscriberKey, SubscriptionSettings>()
+        /// Subscribers here that need data (`value`, `childEvent`).
+        var dataSubscriberCount: Int32 = 0
         /// The data at this node when known; nil until seeded. Kept only while `dataSubscriberCount > 0`.
         var shadow: JSONValue?
     }
@@ -41,15 +55,17 @@ public final class AppIndex {
                 node = next
             } else {
                 let next = Node()
-                node.children[key] = next
+                node.children.updateValue(next, forKey: key)
                 node = next
             }
             chain.append(node)
         }
-        let previous = node.subscribers.updateValue(settings, forKey: subscriber)
-        if let previous, previous.mode.needsData { node.dataSubscriberCount -= 1 }
-        if settings.mode.needsData { node.dataSubscriberCount += 1 }
-        if node.dataSubscriberCount == 0 { node.shadow = nil }
+        let payload = node.payload ?? Payload()
+        node.payload = payload
+        let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
+        if let previous, previous.mode.needsData { payload.dataSubscriberCount -= 1 }
+        if settings.mode.needsData { payload.dataSubscriberCount += 1 }
+        if payload.dataSubscriberCount == 0 { payload.shadow = nil }
         if previous != nil { return .refreshed }
         for member in chain { member.subtreeCount += 1 }
         subscriptionCount += 1
@@ -66,17 +82,18 @@ public final class AppIndex {
             chain.append((node, key))
             node = next
         }
-        guard let removed = node.subscribers.removeValue(forKey: subscriber) else { return nil }
+        guard let payload = node.payload, let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
         if removed.mode.needsData {
-            node.dataSubscriberCount -= 1
-            if node.dataSubscriberCount == 0 { node.shadow = nil }
+            payload.dataSubscriberCount -= 1
+            if payload.dataSubscriberCount == 0 { payload.shadow = nil }
         }
+        if payload.subscribers.isEmpty { node.payload = nil }
         root.subtreeCount -= 1
         for (parent, key) in chain {
             guard let child = parent.children[key] else { break }
             child.subtreeCount -= 1
             if child.subtreeCount == 0 {
-                parent.children[key] = nil
+                parent.children.removeValue(forKey: key)
                 break
             }
         }
@@ -86,7 +103,7 @@ public final class AppIndex {
 
     /// The subscription of `subscriber` at `path`, if any.
     public func subscription(path: DataPath, subscriber: SubscriberKey) -> SubscriptionSettings? {
-        node(at: path)?.subscribers[subscriber]
+        node(at: path)?.payload?.subscribers[subscriber]
     }
 
     /// Every subscription of the app (for listing, persistence and revocation).
@@ -95,10 +112,10 @@ public final class AppIndex {
         result.reserveCapacity(subscriptionCount)
         func visit(_ node: Node, _ path: [String]) {
             let dataPath = DataPath(validatedSegments: path)
-            for (subscriber, settings) in node.subscribers {
+            node.payload?.subscribers.forEach { subscriber, settings in
                 result.append(Subscription(path: dataPath, subscriber: subscriber, settings: settings))
             }
-            for (key, child) in node.children { visit(child, path + [key]) }
+            node.children.forEach { key, child in visit(child, path + [key]) }
         }
         visit(root, [])
         return result
@@ -116,7 +133,7 @@ public final class AppIndex {
                 kept += 1
                 if node.shadow != nil { seeded += 1 }
             }
-            for child in node.children.values { visit(child) }
+            node.children.forEach { _, child in visit(child) }
         }
         visit(root)
         return (kept, seeded)
@@ -141,11 +158,9 @@ public final class AppIndex {
     /// Removes every subscription; returns them.
     public func removeAll() -> [Subscription] {
         let all = allSubscriptions()
-        root.children = [:]
-        root.subscribers = [:]
-        root.dataSubscriberCount = 0
+        root.children.removeAll()
+        root.payload = nil
         root.subtreeCount = 0
-        root.shadow = nil
         subscriptionCount = 0
         return all
     }

@@ -42,18 +42,20 @@ extension AppIndex {
         var depth = 0
         while true {
             if depth < write.count {
-                if !node.subscribers.isEmpty || node.dataSubscriberCount > 0 {
+                if node.payload != nil {
                     applyAbove(node, depth: depth, event: event, notify: notify, now: now, into: &output)
                 }
                 guard let next = node.children[write[depth]] else { return output }
                 node = next
                 depth += 1
             } else {
-                if !node.subscribers.isEmpty {
+                if node.payload != nil {
                     applyAt(node, event: event, notify: notify, now: now, into: &output)
                 }
-                for (key, child) in node.children where child.subtreeCount > 0 {
-                    applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
+                node.children.forEach { key, child in
+                    if child.subtreeCount > 0 {
+                        applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
+                    }
                 }
                 return output
             }
@@ -145,7 +147,7 @@ extension AppIndex {
         case .namespaceDeleted:
             return
         }
-        if !node.subscribers.isEmpty {
+        if node.payload != nil {
             let old = node.shadow ?? event.before?.value(at: relative)
             if node.dataSubscriberCount > 0 { node.shadow = new }
             if notify && old != new {
@@ -161,8 +163,10 @@ extension AppIndex {
                 }
             }
         }
-        for (key, child) in node.children where child.subtreeCount > 0 {
-            applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
+        node.children.forEach { key, child in
+            if child.subtreeCount > 0 {
+                applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
+            }
         }
     }
 
@@ -187,8 +191,10 @@ extension AppIndex {
         content: (SubscriptionMode) -> NotificationContent
     ) {
         var byMode: [SubscriptionMode: [Recipient]] = [:]
-        for (subscriber, settings) in node.subscribers where settings.expiresAt > now {
-            byMode[settings.mode, default: []].append(Recipient(subscriber: subscriber, format: settings.format))
+        node.payload?.subscribers.forEach { subscriber, settings in
+            if settings.expiresAt > now {
+                byMode[settings.mode, default: []].append(Recipient(subscriber: subscriber, format: settings.format))
+            }
         }
         for mode in SubscriptionMode.allCases {
             guard let recipients = byMode[mode] else { continue }

@@ -25,29 +25,35 @@ public enum NotificationFormat: String, Sendable, CaseIterable {
 /// Who is subscribed at a node: the identity of a subscription within its (app, path).
 /// v1 identity is (app, path, device id): `uid` is nil. v2 identity adds the user id.
 public struct SubscriberKey: Sendable, Hashable {
-    public var kind: SubscriberKind
+    // Field order and a non-optional uid keep the struct at 33 bytes: a million of them are held in memory.
     /// The provider's push token (FCM registration token, HMS push token).
     public var token: String
-    public var uid: String?
+    private var uidStorage: String
+    public var kind: SubscriberKind
+
+    public var uid: String? {
+        get { uidStorage.isEmpty ? nil : uidStorage }
+        set { uidStorage = newValue ?? "" }
+    }
 
     public init(kind: SubscriberKind = .mobile, token: String, uid: String? = nil) {
-        self.kind = kind
         self.token = token
-        self.uid = uid
+        self.uidStorage = uid ?? ""
+        self.kind = kind
     }
 }
 
 /// The mutable part of a subscription.
 public struct SubscriptionSettings: Sendable, Equatable {
-    public var mode: SubscriptionMode
-    public var format: NotificationFormat
     /// Expiry, seconds since the Unix epoch.
     public var expiresAt: Int64
+    public var mode: SubscriptionMode
+    public var format: NotificationFormat
 
     public init(mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64) {
+        self.expiresAt = expiresAt
         self.mode = mode
         self.format = format
-        self.expiresAt = expiresAt
     }
 }
 

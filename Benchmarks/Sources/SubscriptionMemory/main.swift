@@ -1,11 +1,14 @@
 // Measures the memory held per subscription: N v1 subscriptions (realistic ~160-byte FCM tokens) spread over
 // apps and paths; resident set size (/proc/self/statm) before and after.
-//   swift run -c release SubscriptionMemory [count] [apps]
+//   swift run -c release SubscriptionMemory [count] [apps] [depth]
+// depth 1: each device subscribes at its own node /users/{uid} (one trie node per subscription);
+// depth 2: at /users/{uid}/inbox (two trie nodes per subscription, the worst common shape).
 import Glibc
 import PushCore
 
 let count = CommandLine.arguments.count > 1 ? Int(CommandLine.arguments[1]) ?? 1_000_000 : 1_000_000
 let appCount = CommandLine.arguments.count > 2 ? Int(CommandLine.arguments[2]) ?? 10_000 : 10_000
+let depth = CommandLine.arguments.count > 3 ? Int(CommandLine.arguments[3]) ?? 1 : 1
 
 func heapInUse() -> Int {
     guard let file = fopen("/proc/self/statm", "r") else { return 0 }
@@ -30,14 +33,15 @@ let before = heapInUse()
 var apps: [AppIndex] = (0..<appCount).map { AppIndex(app: "app\($0)") }
 for index in 0..<count {
     let app = apps[index % appCount]
-    // Each device subscribes at its own user node, the usual shape (/users/{uid}/inbox).
-    let path = DataPath(validatedSegments: ["users", "u\(index / appCount)", "inbox"])
+    let user = "u\(index / appCount)"
+    let path = DataPath(validatedSegments: depth == 1 ? ["users", user] : ["users", user, "inbox"])
     let token = "fcm-" + String(index, radix: 16) + ":APA91b" + String(repeating: "x", count: 140)
     app.subscribe(
         path: path, subscriber: SubscriberKey(token: token), settings: SubscriptionSettings(mode: .value, expiresAt: 1_900_000_000))
 }
 let after = heapInUse()
 let total = apps.reduce(0) { $0 + $1.subscriptionCount }
-print("subscriptions: \(total) in \(appCount) apps")
+print("subscriptions: \(total) in \(appCount) apps, \(depth) trie node(s) of their own each")
 print("resident memory: \((after - before) / 1_048_576) MiB, \((after - before) / max(total, 1)) bytes per subscription (token alone: ~\(150 + 16) bytes)")
 withExtendedLifetime(apps) {}
+print("layout: SubscriberKey \(MemoryLayout<SubscriberKey>.size) B, SubscriptionSettings \(MemoryLayout<SubscriptionSettings>.size) B, JSONValue? \(MemoryLayout<JSONValue?>.size) B")

@@ -1,3 +1,4 @@
+import CompactJSON
 import CurlHTTP
 
 /// Reading FCM's responses: the message name of a success, the `google.rpc.Status` body of an error.
@@ -8,7 +9,7 @@ enum FCMResponseParser {
     /// The `name` of a 200 answer (`projects/.../messages/...`); empty when the body is unreadable
     /// (the message was accepted all the same).
     static func messageName(from body: [UInt8]) -> String {
-        (try? ProviderJSONParser.parse(body))?["name"]?.stringValue ?? ""
+        (try? JSONParser.parse(body))?["name"]?.stringValue ?? ""
     }
 
     /// An ``FCMError`` for a non-200 answer of `messages:send`:
@@ -16,7 +17,7 @@ enum FCMResponseParser {
     /// A body that is not of that shape still gives an error classified by its HTTP status.
     static func error(from response: HTTPResponse) -> FCMError {
         let retryAfter = response.header("retry-after").flatMap { RetryAfter.seconds(from: $0) }
-        guard let document = try? ProviderJSONParser.parse(response.body), let error = document["error"] else {
+        guard let document = try? JSONParser.parse(response.body), let error = document["error"] else {
             return FCMError(
                 source: .fcm, httpStatus: response.status,
                 message: "HTTP \(response.status) with an unexpected body (\(response.body.count) bytes)",

@@ -1,3 +1,5 @@
+import CompactJSON
+
 /// Builds FCM HTTP v1 `messages:send` request bodies by hand (compact JSON, no Foundation).
 ///
 /// The body is exactly
@@ -11,14 +13,14 @@ public enum FCMMessageEncoder {
     /// everything else (`/` and non-ASCII included) is written as UTF-8. This is also the serialisation whose
     /// size FCM's 4 KB data limit is measured on. Keys are not de-duplicated.
     public static func encodeData(_ data: [(key: String, value: String)]) -> [UInt8] {
-        var writer = ProviderJSONWriter(reservingCapacity: 64 + data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
+        var writer = JSONStreamWriter(reservingCapacity: 64 + data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
         writeData(data, into: &writer)
         return writer.bytes
     }
 
     /// The complete request body for `token` with `data` (see the type's documentation).
     public static func encodeMessage(token: String, data: [(key: String, value: String)]) -> [UInt8] {
-        var writer = ProviderJSONWriter(reservingCapacity: 256 + token.utf8.count + data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
+        var writer = JSONStreamWriter(reservingCapacity: 256 + token.utf8.count + data.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 })
         writeMessage(token: token, into: &writer) { writeData(data, into: &$0) }
         return writer.bytes
     }
@@ -26,12 +28,12 @@ public enum FCMMessageEncoder {
     /// The complete request body for `token` with an already serialised data object (`{...}`, e.g. from
     /// ``encodeData(_:)``), copied verbatim.
     public static func encodeMessage(token: String, dataJSON: some Collection<UInt8>) -> [UInt8] {
-        var writer = ProviderJSONWriter(reservingCapacity: 256 + token.utf8.count + dataJSON.count)
+        var writer = JSONStreamWriter(reservingCapacity: 256 + token.utf8.count + dataJSON.count)
         writeMessage(token: token, into: &writer) { $0.raw(dataJSON) }
         return writer.bytes
     }
 
-    private static func writeData(_ data: [(key: String, value: String)], into writer: inout ProviderJSONWriter) {
+    private static func writeData(_ data: [(key: String, value: String)], into writer: inout JSONStreamWriter) {
         writer.raw("{")
         for (index, pair) in data.enumerated() {
             if index > 0 { writer.raw(",") }
@@ -43,7 +45,7 @@ public enum FCMMessageEncoder {
     }
 
     private static func writeMessage(
-        token: String, into writer: inout ProviderJSONWriter, data: (inout ProviderJSONWriter) -> Void
+        token: String, into writer: inout JSONStreamWriter, data: (inout JSONStreamWriter) -> Void
     ) {
         writer.raw(#"{"message":{"token":"#)
         writer.string(token)

@@ -1,3 +1,5 @@
+import CompactJSON
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials
 #else
@@ -37,9 +39,9 @@ public struct FCMServiceAccount: Sendable, CustomStringConvertible {
 
     /// Parses the JSON key file's contents.
     public init(json: some Collection<UInt8>) throws(ParseError) {
-        let document: ProviderJSON
+        let document: JSONValue
         do {
-            document = try ProviderJSONParser.parse(json)
+            document = try JSONParser.parse(json)
         } catch {
             throw ParseError(message: error.description)
         }

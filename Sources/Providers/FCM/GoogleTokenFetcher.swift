@@ -1,3 +1,4 @@
+import CompactJSON
 import CurlHTTP
 import Logging
 import SSLCrypto
@@ -20,11 +21,11 @@ struct GoogleTokenFetcher: Sendable {
     /// The signed assertion: header `{"alg":"RS256","typ":"JWT","kid":private_key_id}`, claims
     /// `{"iss":client_email,"scope":…,"aud":token URL,"iat":now,"exp":now+3600}`.
     func makeAssertion(issuedAt: Int) throws -> String {
-        var header = ProviderJSONWriter(reservingCapacity: 96)
+        var header = JSONStreamWriter(reservingCapacity: 96)
         header.raw(#"{"alg":"RS256","typ":"JWT","kid":"#)
         header.string(account.privateKeyID)
         header.raw("}")
-        var claims = ProviderJSONWriter(reservingCapacity: 256)
+        var claims = JSONStreamWriter(reservingCapacity: 256)
         claims.raw(#"{"iss":"#)
         claims.string(account.clientEmail)
         claims.raw(#","scope":"#)
@@ -71,7 +72,7 @@ struct GoogleTokenFetcher: Sendable {
         } catch {
             throw FCMError(source: .cancelled, message: "token request cancelled")
         }
-        let document = try? ProviderJSONParser.parse(response.body)
+        let document = try? JSONParser.parse(response.body)
         guard response.status == 200 else {
             // Google: {"error":"invalid_grant","error_description":"Invalid JWT Signature."}
             let error = FCMError(
@@ -86,7 +87,7 @@ struct GoogleTokenFetcher: Sendable {
             throw error
         }
         guard let token = document?["access_token"]?.stringValue, !token.isEmpty,
-              let expiresIn = document?["expires_in"]?.numberValue, expiresIn > 0
+              let expiresIn = document?["expires_in"]?.doubleValue, expiresIn > 0
         else {
             throw FCMError(
                 source: .authentication, httpStatus: response.status,

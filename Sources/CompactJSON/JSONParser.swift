@@ -9,19 +9,25 @@ public struct JSONParseError: Error, Equatable, CustomStringConvertible {
 public enum JSONParser {
     public static let maximumDepth = 256
 
-    public static func parse(_ text: String) throws(JSONParseError) -> JSONValue {
+    /// With `rejectDuplicateKeys`, an object naming a member twice is an error (JOSE headers need this);
+    /// otherwise the last one wins.
+    public static func parse(_ text: String, rejectDuplicateKeys: Bool = false) throws(JSONParseError) -> JSONValue {
         var text = text
-        let result = text.withUTF8 { buffer in Result { () throws(JSONParseError) in try parse(buffer) } }
+        let result = text.withUTF8 { buffer in
+            Result { () throws(JSONParseError) in try parse(buffer, rejectDuplicateKeys: rejectDuplicateKeys) }
+        }
         return try result.get()
     }
 
-    public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
-        let result = bytes.withUnsafeBufferPointer { buffer in Result { () throws(JSONParseError) in try parse(buffer) } }
+    public static func parse(_ bytes: some Collection<UInt8>, rejectDuplicateKeys: Bool = false) throws(JSONParseError) -> JSONValue {
+        let result = Array(bytes).withUnsafeBufferPointer { buffer in
+            Result { () throws(JSONParseError) in try parse(buffer, rejectDuplicateKeys: rejectDuplicateKeys) }
+        }
         return try result.get()
     }
 
-    public static func parse(_ buffer: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSONValue {
-        var reader = Reader(bytes: buffer)
+    public static func parse(_ buffer: UnsafeBufferPointer<UInt8>, rejectDuplicateKeys: Bool = false) throws(JSONParseError) -> JSONValue {
+        var reader = Reader(bytes: buffer, rejectDuplicateKeys: rejectDuplicateKeys)
         reader.skipWhitespace()
         let value = try reader.parseValue(depth: 0)
         reader.skipWhitespace()
@@ -31,6 +37,7 @@ public enum JSONParser {
 
     struct Reader {
         let bytes: UnsafeBufferPointer<UInt8>
+        let rejectDuplicateKeys: Bool
         var index = 0
 
         func error(_ reason: String) -> JSONParseError { JSONParseError(offset: index, reason: reason) }
@@ -86,7 +93,10 @@ public enum JSONParser {
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 index += 1
                 skipWhitespace()
-                members[key] = try parseValue(depth: depth + 1)
+                let value = try parseValue(depth: depth + 1)
+                if members.updateValue(value, forKey: key) != nil, rejectDuplicateKeys {
+                    throw error("duplicate member '\(key.prefix(32))'")
+                }
                 skipWhitespace()
                 guard index < bytes.count else { throw error("unexpected end") }
                 if bytes[index] == UInt8(ascii: ",") { index += 1; continue }

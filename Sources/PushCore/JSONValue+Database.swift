@@ -1,19 +1,9 @@
-/// A JSON value as the realtime database sees it.
-///
-/// Numbers keep the text the publisher wrote (no float round-trips), objects are unordered maps whose
-/// serialisation sorts keys by their UTF-8 bytes, and `null` is the absence of a node: ``normalized()``
-/// removes null members and empty containers, as a database holds no null or empty nodes.
-public enum JSONValue: Sendable, Equatable {
-    case null
-    case bool(Bool)
-    /// The number's JSON lexeme, validated by the parser.
-    case number(String)
-    case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
+@_exported import CompactJSON
 
-    public var isNull: Bool { if case .null = self { return true } else { return false } }
-
+/// JSON values as the realtime database sees them: `null` is the absence of a node, so ``normalized()``
+/// removes null members and empty containers (a database holds no null or empty nodes); array elements are
+/// children keyed by their index.
+extension JSONValue {
     /// The children of this node, keyed as the database keys them (array indices as decimal strings).
     public var children: [String: JSONValue] {
         switch self {

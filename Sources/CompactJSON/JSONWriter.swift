@@ -49,24 +49,32 @@ public enum JSONWriter {
 
     private static let hexDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
-    /// Appends `text` as a JSON string literal.
+    /// Appends `text` as a JSON string literal: byte for byte what Python's
+    /// `json.dumps(text, ensure_ascii=False)` writes. Runs that need no escaping are copied in one go.
     public static func writeString(_ text: String, into output: inout [UInt8]) {
         output.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""): output.append(0x5C); output.append(0x22)
-            case UInt8(ascii: "\\"): output.append(0x5C); output.append(0x5C)
-            case 0x0A: output.append(0x5C); output.append(UInt8(ascii: "n"))
-            case 0x0D: output.append(0x5C); output.append(UInt8(ascii: "r"))
-            case 0x09: output.append(0x5C); output.append(UInt8(ascii: "t"))
-            case 0x08: output.append(0x5C); output.append(UInt8(ascii: "b"))
-            case 0x0C: output.append(0x5C); output.append(UInt8(ascii: "f"))
-            case 0x00..<0x20:
-                output.append(contentsOf: "\\u00".utf8)
-                output.append(hexDigits[Int(byte >> 4)])
-                output.append(hexDigits[Int(byte & 0x0F)])
-            default: output.append(byte)
+        var text = text
+        text.withUTF8 { utf8 in
+            var runStart = 0
+            for (offset, byte) in utf8.enumerated() where byte < 0x20 || byte == 0x22 || byte == 0x5C {
+                if runStart < offset { output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<offset])) }
+                output.append(0x5C)
+                switch byte {
+                case 0x22: output.append(0x22)
+                case 0x5C: output.append(0x5C)
+                case 0x0A: output.append(UInt8(ascii: "n"))
+                case 0x0D: output.append(UInt8(ascii: "r"))
+                case 0x09: output.append(UInt8(ascii: "t"))
+                case 0x08: output.append(UInt8(ascii: "b"))
+                case 0x0C: output.append(UInt8(ascii: "f"))
+                default:
+                    output.append(contentsOf: "u00".utf8)
+                    output.append(hexDigits[Int(byte >> 4)])
+                    output.append(hexDigits[Int(byte & 0x0F)])
+                }
+                runStart = offset + 1
             }
+            if runStart < utf8.count { output.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...])) }
         }
         output.append(UInt8(ascii: "\""))
     }
