@@ -18,6 +18,8 @@ public final class ChangePipeline: Service, Sendable {
         var offset: Int64
         var deliveries: [Delivery]
         var eventTimestampMs: Int64
+        /// Subscriptions removed by the event (revocations), deleted from the state topic before the offset moves.
+        var stateWrites: [SubscriptionRecord]
     }
 
     private let consumer: KafkaConsumer
@@ -28,6 +30,7 @@ public final class ChangePipeline: Service, Sendable {
     private let configuration: GatewayConfiguration.Kafka
     private let logger: Logger
     private let readiness: Readiness
+    private let stateLog: StateLog
 
     private let trackers = Mutex<[TopicPartition: OffsetTracker]>([:])
     private let inFlight = Mutex(0)
@@ -36,8 +39,10 @@ public final class ChangePipeline: Service, Sendable {
 
     init(
         consumer: KafkaConsumer, producer: KafkaProducer, store: SubscriptionStore, dispatcher: Dispatcher,
-        metrics: GatewayMetrics, configuration: GatewayConfiguration.Kafka, readiness: Readiness, logger: Logger
+        metrics: GatewayMetrics, configuration: GatewayConfiguration.Kafka, readiness: Readiness, stateLog: StateLog,
+        logger: Logger
     ) {
+        self.stateLog = stateLog
         self.consumer = consumer
         self.producer = producer
         self.store = store
@@ -68,6 +73,9 @@ public final class ChangePipeline: Service, Sendable {
 
     public func run() async throws {
         let (stream, continuation) = AsyncStream<Work>.makeStream()
+        // Matching needs every subscription: consume only once the state topic is loaded.
+        await stateLog.waitUntilLoaded()
+        guard stateLog.isLoaded else { return }
         try consumer.subscribe(topics: [configuration.changesTopic])
         let pollThread = Thread { [self] in
             pollLoop(continuation)
@@ -131,15 +139,35 @@ public final class ChangePipeline: Service, Sendable {
         metrics.eventsConsumed.increment()
         if !notifications.isEmpty { metrics.eventsMatched.increment() }
         let deliveries = dispatcher.prepare(app: event.app, notifications: notifications)
-        if deliveries.isEmpty {
+        var removed: [SubscriptionRecord] = []
+        for notification in notifications {
+            guard case .revoke = notification.content else { continue }
+            for recipient in notification.recipients {
+                let placeholder = SubscriptionSettings(mode: .noData, format: recipient.format, expiresAt: 0)
+                let subscription = Subscription(path: notification.path, subscriber: recipient.subscriber, settings: placeholder)
+                removed.append(SubscriptionRecord(app: event.app, subscription: subscription, deleted: true))
+            }
+        }
+        if deliveries.isEmpty && removed.isEmpty {
             finish(partition, record.offset)
             return
         }
         let timestamp = event.timestampMs > 0 ? event.timestampMs : (record.timestampMs ?? 0)
-        continuation.yield(Work(partition: partition, offset: record.offset, deliveries: deliveries, eventTimestampMs: timestamp))
+        continuation.yield(
+            Work(partition: partition, offset: record.offset, deliveries: deliveries, eventTimestampMs: timestamp, stateWrites: removed))
     }
 
     private func process(_ work: Work) async {
+        if !work.stateWrites.isEmpty {
+            do {
+                try await stateLog.write(work.stateWrites)
+            } catch {
+                // The offset stays unfinished: after a restart the event is consumed and applied again.
+                logger.error("revoked subscriptions not deleted from the state topic", metadata: ["error": "\(error)"])
+                releaseCapacity()
+                return
+            }
+        }
         await withDiscardingTaskGroup { group in
             for delivery in work.deliveries {
                 group.addTask {

@@ -15,6 +15,8 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         public var groupId = "push-gateway"
         public var changesTopic = "datasync.changes"
         public var deadLetterTopic = "push.dlq"
+        /// Compacted topic holding the subscriptions (the gateway's only state).
+        public var stateTopic = "push.state"
         /// Partitions of the embedded broker's topics.
         public var partitions = 4
         /// Extra librdkafka properties for every client.
@@ -77,6 +79,7 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_GROUP_ID"], !value.isEmpty { kafka.groupId = value }
         if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
+        if let value = environment["PUSH_KAFKA_STATE_TOPIC"], !value.isEmpty { kafka.stateTopic = value }
         if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
         if let value = environment["PUSH_LOG_FORMAT"], !value.isEmpty { logging.format = value }
@@ -136,7 +139,7 @@ extension GatewayConfiguration.HTTP {
 }
 
 extension GatewayConfiguration.Kafka {
-    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, partitions, properties, maxInFlightRecords }
+    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, partitions, properties, maxInFlightRecords }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -144,6 +147,7 @@ extension GatewayConfiguration.Kafka {
         groupId = try c.decodeIfPresent(String.self, forKey: .groupId) ?? groupId
         changesTopic = try c.decodeIfPresent(String.self, forKey: .changesTopic) ?? changesTopic
         deadLetterTopic = try c.decodeIfPresent(String.self, forKey: .deadLetterTopic) ?? deadLetterTopic
+        stateTopic = try c.decodeIfPresent(String.self, forKey: .stateTopic) ?? stateTopic
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
         maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords

@@ -28,6 +28,7 @@ public struct GatewayApp {
             let cluster = try KafkaMockCluster(brokers: 1, logger: logger)
             try cluster.createTopic(kafka.changesTopic, partitions: Int32(kafka.partitions))
             try cluster.createTopic(kafka.deadLetterTopic, partitions: Int32(kafka.partitions))
+            try cluster.createTopic(kafka.stateTopic, partitions: Int32(kafka.partitions))
             kafka.brokers = cluster.bootstrapServers
             embedded = cluster
             logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
@@ -50,17 +51,25 @@ public struct GatewayApp {
         producerProperties["client.id"] = "push-gateway-producer"
 
         let producer = try KafkaProducer(properties: producerProperties, logger: logger)
+        var stateProperties = clientProperties
+        stateProperties["group.id"] = kafka.groupId + "-state"  // never joins: partitions are assigned explicitly
+        stateProperties["enable.auto.commit"] = "false"
+        stateProperties["client.id"] = "push-gateway-state"
+        let stateLog = StateLog(
+            consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
+            topic: kafka.stateTopic, store: store, logger: logger)
         let pipelineBox = PipelineBox()
         let consumer = try KafkaConsumer(properties: consumerProperties, logger: logger) { event in
             pipelineBox.pipeline?.rebalanced(event)
         }
         let pipeline = ChangePipeline(
             consumer: consumer, producer: producer, store: store, dispatcher: dispatcher, metrics: metrics,
-            configuration: kafka, readiness: readiness, logger: logger)
+            configuration: kafka, readiness: readiness, stateLog: stateLog, logger: logger)
         pipelineBox.set(pipeline)
 
-        let service = SubscriptionService(store: store, metrics: metrics, logger: logger)
-        let router = Routes.router(subscriptions: service, probe: Probe(readiness: readiness, metrics: metrics, store: store))
+        let service = SubscriptionService(store: store, writer: stateLog, metrics: metrics, logger: logger)
+        let router = Routes.router(
+            subscriptions: service, probe: Probe(readiness: readiness, stateLog: stateLog, metrics: metrics, store: store))
         let host = configuration.http.host
         let consoleApps = store.appNames.filter { providers.usesConsole(app: $0) }
         let brokers = kafka.brokers
@@ -80,7 +89,9 @@ public struct GatewayApp {
 
         let group = ServiceGroup(
             configuration: .init(
+                // Stopped in reverse order: the pipeline (finish sends, commit), the API, the state tail.
                 services: [
+                    .init(service: stateLog),
                     .init(service: http),
                     .init(service: pipeline),
                 ],

@@ -376,12 +376,12 @@ public enum OpenAPIDocument {
         "name": "id",
         "in": "query",
         "required": true,
-        "description": "The device's push token (FCM registration token): printable, no spaces, control characters or '%' left after percent-decoding, at most 4096 bytes of UTF-8 (the schema says 1024 characters, which always fits). Otherwise: 400 `bad_request`.",
+        "description": "The device's push token (FCM registration token): printable ASCII without spaces or '%' (after percent-decoding), at most 1024 bytes. Otherwise: 400 `bad_request`.",
         "schema": {
           "type": "string",
           "minLength": 1,
           "maxLength": 1024,
-          "pattern": "^[^%\\s\\u0000-\\u001f\\u007f]+$"
+          "pattern": "^[!-$&-~]+$"
         },
         "example": "fMEP0vJqS0:APA91bHqX3y"
       },

@@ -84,19 +84,17 @@ public enum Routes {
     }
 }
 
-/// Push tokens are opaque but printable and bounded (FCM's are ~160 bytes, HMS's ~130): refuse anything
-/// else before it is stored.
-let maximumDeviceIDLength = 4096
+/// Push tokens are opaque but printable ASCII and bounded (FCM's are ~160 bytes, HMS's ~130, APNs' 64):
+/// refuse anything else before it is stored.
+let maximumDeviceIDLength = 1024
 
 func validateDeviceID(_ id: String) throws(APIError) {
     guard id.utf8.count <= maximumDeviceIDLength else {
         throw .badRequest("the device id is longer than \(maximumDeviceIDLength) bytes")
     }
-    for scalar in id.unicodeScalars {
+    for byte in id.utf8 where byte <= 0x20 || byte >= 0x7F || byte == UInt8(ascii: "%") {
         // A '%' left after decoding means the query had broken percent-encoding.
-        if scalar.value <= 0x20 || scalar.value == 0x7F || scalar == "%" {
-            throw .badRequest("the device id holds a space, a control character or broken percent-encoding")
-        }
+        throw .badRequest("the device id must be printable ASCII without spaces (or broken percent-encoding)")
     }
 }
 

@@ -14,8 +14,10 @@ public final class KafkaConsumer: @unchecked Sendable {
     private let logger: Logger
     private var closed = false
 
+    /// A group member when `properties` has a `group.id` and ``subscribe(topics:)`` is called; a reader of
+    /// explicitly assigned partitions with ``assign(_:)``.
     public init(
-        properties: [String: String], logger: Logger, onRebalance: @escaping @Sendable (RebalanceEvent) -> Void
+        properties: [String: String], logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil
     ) throws {
         var merged = [
             "enable.auto.commit": "true",
@@ -82,6 +84,44 @@ public final class KafkaConsumer: @unchecked Sendable {
         if result != RD_KAFKA_RESP_ERR_NO_ERROR && result != RD_KAFKA_RESP_ERR__NO_OFFSET {
             throw KafkaError(result, context: "commit")
         }
+    }
+
+    /// Reads `partitions` from the given offsets (`RD_KAFKA_OFFSET_BEGINNING` is -2), without group management.
+    public func assign(_ offsets: [TopicPartition: Int64]) throws {
+        guard let list = rd_kafka_topic_partition_list_new(Int32(offsets.count)) else {
+            throw KafkaError(message: "cannot allocate a partition list")
+        }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        for (partition, offset) in offsets {
+            rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)?.pointee.offset = offset
+        }
+        let result = rd_kafka_assign(client, list)
+        guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "assign") }
+    }
+
+    /// The first and the next offset of a partition, asked of the broker. Blocking.
+    public func watermarks(_ partition: TopicPartition, timeoutMs: Int32) throws -> (low: Int64, high: Int64) {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let result = rd_kafka_query_watermark_offsets(client, partition.topic, partition.partition, &low, &high, timeoutMs)
+        guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "watermarks of \(partition)") }
+        return (low, high)
+    }
+
+    /// The number of partitions of `topic`, asked of the broker. Blocking.
+    public func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 {
+        guard let handle = rd_kafka_topic_new(client, topic, nil) else { throw KafkaError(message: "cannot open topic \(topic)") }
+        defer { rd_kafka_topic_destroy(handle) }
+        var metadata: UnsafePointer<rd_kafka_metadata>?
+        let result = rd_kafka_metadata(client, 0, handle, &metadata, timeoutMs)
+        guard result == RD_KAFKA_RESP_ERR_NO_ERROR, let metadata else { throw KafkaError(result, context: "metadata of \(topic)") }
+        defer { rd_kafka_metadata_destroy(metadata) }
+        guard metadata.pointee.topic_cnt == 1, let topics = metadata.pointee.topics else {
+            throw KafkaError(message: "no metadata for topic \(topic)")
+        }
+        let entry = topics[0]
+        guard entry.err == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(entry.err, context: "topic \(topic)") }
+        return entry.partition_cnt
     }
 
     /// Current assignment.

@@ -40,18 +40,27 @@ public final class KafkaProducer: @unchecked Sendable {
 
     private var stillRunning: Bool { running.withLock { isRunning } }
 
-    /// Produces a record and waits for its delivery report.
-    public func send(_ record: KafkaRecord) async throws {
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            send(record) { error in
-                if let error { continuation.resume(throwing: error) } else { continuation.resume() }
-            }
+    /// Produces a record and waits for its delivery report; returns where the record was written.
+    @discardableResult
+    public func send(_ record: KafkaRecord) async throws -> (partition: Int32, offset: Int64) {
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(partition: Int32, offset: Int64), any Error>) in
+            send(record) { result in continuation.resume(with: result.mapError { $0 as any Error }) }
         }
     }
 
     /// Produces a record; `completion` runs on the polling thread with the delivery result.
     public func send(_ record: KafkaRecord, completion: @escaping @Sendable (KafkaError?) -> Void) {
+        send(record) { (result: Result<(partition: Int32, offset: Int64), KafkaError>) in
+            if case .failure(let error) = result { completion(error) } else { completion(nil) }
+        }
+    }
+
+    /// Produces a record; `completion` runs on the polling thread with the partition and offset, or the error.
+    public func send(
+        _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
+    ) {
         let box = Unmanaged.passRetained(DeliveryBox(completion))
+
         let result: rd_kafka_resp_err_t = record.topic.withCString { topic in
             record.value.withUnsafeBytes { value in
                 (record.key ?? []).withUnsafeBytes { key in
@@ -61,7 +70,7 @@ public final class KafkaProducer: @unchecked Sendable {
         }
         if result != RD_KAFKA_RESP_ERR_NO_ERROR {
             box.release()
-            completion(KafkaError(result, context: "produce to \(record.topic)"))
+            completion(.failure(KafkaError(result, context: "produce to \(record.topic)")))
         }
     }
 
@@ -153,8 +162,10 @@ public final class KafkaProducer: @unchecked Sendable {
 }
 
 private final class DeliveryBox {
-    let completion: @Sendable (KafkaError?) -> Void
-    init(_ completion: @escaping @Sendable (KafkaError?) -> Void) { self.completion = completion }
+    let completion: @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
+    init(_ completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void) {
+        self.completion = completion
+    }
 }
 
 private func kafkaDeliveryCallback(
@@ -163,5 +174,9 @@ private func kafkaDeliveryCallback(
     guard let message, let privateData = message.pointee._private else { return }
     let box = Unmanaged<DeliveryBox>.fromOpaque(privateData).takeRetainedValue()
     let error = message.pointee.err
-    box.completion(error == RD_KAFKA_RESP_ERR_NO_ERROR ? nil : KafkaError(error, context: "delivery"))
+    if error == RD_KAFKA_RESP_ERR_NO_ERROR {
+        box.completion(.success((message.pointee.partition, message.pointee.offset)))
+    } else {
+        box.completion(.failure(KafkaError(error, context: "delivery")))
+    }
 }

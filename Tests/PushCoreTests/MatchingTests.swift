@@ -157,3 +157,24 @@ final class OffsetTrackerTests: XCTestCase {
         XCTAssertNil(tracker.finish(99))
     }
 }
+
+final class SubscriptionRecordTests: XCTestCase {
+    func testRoundTripAndTombstone() throws {
+        let subscription = Subscription(
+            path: try DataPath("/a/é"), subscriber: SubscriberKey(kind: .huawei, token: "t\"k", uid: "u1"),
+            settings: SubscriptionSettings(mode: .childEvent, format: .v2, expiresAt: 1_767_225_600))
+        let record = SubscriptionRecord(app: "toto", subscription: subscription)
+        XCTAssertEqual(String(decoding: record.key, as: UTF8.self), #"["toto","/a/é","huawei","t\"k","u1"]"#)
+        XCTAssertEqual(String(decoding: record.value ?? [], as: UTF8.self), #"{"expiresAt":1767225600,"format":"v2","mode":"childEvent"}"#)
+        XCTAssertEqual(try SubscriptionRecord.decode(key: record.key, value: record.value), record)
+        let tombstone = try SubscriptionRecord.decode(key: record.key, value: nil)
+        XCTAssertNil(tombstone.settings)
+        let index = AppIndex(app: "toto")
+        record.apply(to: index)
+        XCTAssertEqual(index.subscriptionCount, 1)
+        tombstone.apply(to: index)
+        XCTAssertEqual(index.subscriptionCount, 0)
+        XCTAssertThrowsError(try SubscriptionRecord.decode(key: Array("[1]".utf8), value: nil))
+        XCTAssertThrowsError(try SubscriptionRecord.decode(key: record.key, value: Array("{}".utf8)))
+    }
+}

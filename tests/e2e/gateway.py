@@ -47,7 +47,7 @@ def gateway_env(extra: Optional[dict] = None) -> dict:
     return env
 
 
-def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: str, dlq_topic: str,
+def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: str, dlq_topic: str, state_topic: str,
                 fcm_base_url: str, fcm_ca_file: str, apps: dict, kafka_properties: Optional[dict] = None) -> dict:
     return {
         "http": {"host": "127.0.0.1", "port": http_port},
@@ -56,6 +56,7 @@ def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: s
             "groupId": group_id,
             "changesTopic": changes_topic,
             "deadLetterTopic": dlq_topic,
+            "stateTopic": state_topic,
             "properties": dict(FAST_GROUP_PROPERTIES, **(kafka_properties or {})),
         },
         "fcm": {"baseURL": fcm_base_url, "caFile": fcm_ca_file},
@@ -132,6 +133,11 @@ class Gateway:
         if self.proc is None:
             return None
         return self.proc.stop(grace)
+
+    def kill(self, timeout: float = 10.0) -> Optional[int]:
+        """kill -9: no graceful shutdown, nothing flushed or committed."""
+        self.proc.signal(signal.SIGKILL)
+        return self.proc.wait(timeout)
 
     def terminate_and_wait(self, timeout: float) -> Optional[int]:
         self.proc.signal(signal.SIGTERM)

@@ -109,7 +109,7 @@ class Stack:
         apps.update(extra_apps or {})
         self.config = make_config(
             http_port=free_port(), brokers=broker.bootstrap, group_id=self.topics.group,
-            changes_topic=self.topics.changes, dlq_topic=self.topics.dlq,
+            changes_topic=self.topics.changes, dlq_topic=self.topics.dlq, state_topic=self.topics.state,
             fcm_base_url=fake.base_url, fcm_ca_file=fake.ca_file, apps=apps,
         )
         self.gateway: Optional[Gateway] = None

@@ -210,6 +210,7 @@ class Topics:
 
     changes: str
     dlq: str
+    state: str
     group: str
     suffix: str = field(default="")
 
@@ -219,11 +220,13 @@ class Topics:
         t = Topics(
             changes=f"datasync.changes.{suffix}",
             dlq=f"push.dlq.{suffix}",
+            state=f"push.state.{suffix}",
             group=f"push-gateway-{suffix}",
             suffix=suffix,
         )
         broker.create_topic(t.changes, partitions)
         broker.create_topic(t.dlq, partitions)
+        broker.create_topic(t.state, partitions)
         return t
 
 

@@ -1,0 +1,233 @@
+import Foundation
+import KafkaClient
+import Logging
+import PushCore
+import ServiceLifecycle
+import Synchronization
+
+/// Where subscription changes go: the state topic in production, the store directly in unit tests.
+public protocol SubscriptionWriter: Sendable {
+    /// Returns once the records are durable and applied to this replica's store.
+    func write(_ records: [SubscriptionRecord]) async throws(WriteError)
+}
+
+public struct WriteError: Error, CustomStringConvertible {
+    public let description: String
+    public init(description: String) { self.description = description }
+}
+
+/// Applies records to the store at once, without durability (tests, and tools that need no Kafka).
+public struct InMemorySubscriptionWriter: SubscriptionWriter {
+    let store: SubscriptionStore
+
+    public init(store: SubscriptionStore) { self.store = store }
+
+    public func write(_ records: [SubscriptionRecord]) async throws(WriteError) {
+        for record in records { store.app(record.app)?.withIndex { record.apply(to: $0) } }
+    }
+}
+
+/// The durable store of subscriptions: a compacted Kafka topic (`kafka.stateTopic`) of
+/// ``SubscriptionRecord``s, the only stateful dependency.
+///
+/// Every replica reads the whole topic from the beginning at start-up (``isLoaded`` once it reached the
+/// high watermarks seen then) and keeps tailing it, so every replica holds every subscription and a
+/// rebalance costs no reload. A write is acknowledged by the broker (acks=all, idempotent producer) and
+/// then waits until this replica's tail has applied it: the API answers only after the subscription is
+/// both durable and live, and all replicas apply the same writes in the same (per-key) order.
+public final class StateLog: Service, SubscriptionWriter, Sendable {
+    private let consumer: KafkaConsumer
+    private let producer: KafkaProducer
+    private let topic: String
+    private let store: SubscriptionStore
+    private let logger: Logger
+    private let applyTimeout: Duration
+
+    private struct State {
+        /// Next offset to apply, per partition.
+        var applied: [Int32: Int64] = [:]
+        /// High watermarks at start-up; emptied as the load reaches them.
+        var loading: [Int32: Int64]? = nil
+        var waiters: [UInt64: (partition: Int32, offset: Int64, continuation: CheckedContinuation<Bool, Never>)] = [:]
+        var loadWaiters: [CheckedContinuation<Void, Never>] = []
+        var nextWaiter: UInt64 = 0
+    }
+
+    private let state = Mutex(State())
+    private let stopping = Atomic<Bool>(false)
+    private let records = Atomic<Int>(0)
+
+    init(consumer: KafkaConsumer, producer: KafkaProducer, topic: String, store: SubscriptionStore, logger: Logger,
+         applyTimeout: Duration = .seconds(10)) {
+        self.consumer = consumer
+        self.producer = producer
+        self.topic = topic
+        self.store = store
+        self.logger = logger
+        self.applyTimeout = applyTimeout
+    }
+
+    public var isLoaded: Bool { state.withLock { $0.loading?.isEmpty ?? false } }
+
+    /// Suspends until the start-up load is complete.
+    public func waitUntilLoaded() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let loaded = state.withLock { state -> Bool in
+                if state.loading?.isEmpty ?? false { return true }
+                state.loadWaiters.append(continuation)
+                return false
+            }
+            if loaded { continuation.resume() }
+        }
+    }
+
+    public func run() async throws {
+        let started = ContinuousClock.now
+        try await Task.detached { [self] in try startLoading() }.value
+        let thread = Thread { [self] in tail() }
+        thread.name = "kafka-state-tail"
+        thread.start()
+        await waitUntilLoadedOrShutdown()
+        if isLoaded {
+            logger.notice(
+                "subscriptions loaded from the state topic",
+                metadata: [
+                    "kafka.topic": "\(topic)", "records": "\(records.load(ordering: .relaxed))",
+                    "subscriptions": "\(store.counts().subscriptions)", "duration": "\(ContinuousClock.now - started)",
+                ])
+        }
+        try? await gracefulShutdown()
+        stopping.store(true, ordering: .relaxed)
+        failAllWaiters()
+    }
+
+    private func waitUntilLoadedOrShutdown() async {
+        await withGracefulShutdownHandler {
+            await waitUntilLoaded()
+        } onGracefulShutdown: { [self] in
+            stopping.store(true, ordering: .relaxed)
+            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                defer { state.loadWaiters = [] }
+                return state.loadWaiters
+            }
+            waiters.forEach { $0.resume() }
+        }
+    }
+
+    /// Assigns every partition from the beginning and notes the high watermarks to reach. Blocking.
+    private func startLoading() throws {
+        let count = try consumer.partitionCount(topic: topic, timeoutMs: 10_000)
+        var targets: [Int32: Int64] = [:]
+        var assignment: [TopicPartition: Int64] = [:]
+        for partition in 0..<count {
+            let tp = TopicPartition(topic: topic, partition: partition)
+            let (_, high) = try consumer.watermarks(tp, timeoutMs: 10_000)
+            if high > 0 { targets[partition] = high }
+            assignment[tp] = -2  // RD_KAFKA_OFFSET_BEGINNING
+        }
+        try consumer.assign(assignment)
+        let loadWaiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.loading = targets
+            guard targets.isEmpty else { return [] }
+            defer { state.loadWaiters = [] }
+            return state.loadWaiters
+        }
+        loadWaiters.forEach { $0.resume() }
+        logger.info("loading subscriptions", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
+    }
+
+    /// Applies state records as they arrive, on its own thread.
+    private func tail() {
+        while !stopping.load(ordering: .relaxed) {
+            switch consumer.poll(timeoutMs: 100) {
+            case .none: continue
+            case .error(let error): logger.warning("state topic consumer error", metadata: ["error": "\(error)"])
+            case .record(let record): apply(record)
+            }
+        }
+        consumer.close()
+    }
+
+    private func apply(_ record: KafkaRecord) {
+        records.add(1, ordering: .relaxed)
+        if let key = record.key {
+            do {
+                let decoded = try SubscriptionRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                // Apps without settings keep their records in the topic; they are applied if the app comes back.
+                store.app(decoded.app)?.withIndex { index in decoded.apply(to: index) }
+            } catch {
+                logger.error("unreadable state record skipped", metadata: ["kafka.offset": "\(record.offset)", "error": "\(error)"])
+            }
+        }
+        let next = record.offset + 1
+        let (ready, loaded) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], [CheckedContinuation<Void, Never>]) in
+            state.applied[record.partition] = next
+            var ready: [CheckedContinuation<Bool, Never>] = []
+            for (id, waiter) in state.waiters where waiter.partition == record.partition && waiter.offset < next {
+                ready.append(waiter.continuation)
+                state.waiters[id] = nil
+            }
+            var loaded: [CheckedContinuation<Void, Never>] = []
+            if var loading = state.loading, let target = loading[record.partition], next >= target {
+                loading[record.partition] = nil
+                state.loading = loading
+                if loading.isEmpty {
+                    loaded = state.loadWaiters
+                    state.loadWaiters = []
+                }
+            }
+            return (ready, loaded)
+        }
+        ready.forEach { $0.resume(returning: true) }
+        loaded.forEach { $0.resume() }
+    }
+
+    /// Writes records durably and waits until this replica has applied them.
+    public func write(_ records: [SubscriptionRecord]) async throws(WriteError) {
+        for record in records {
+            let position: (partition: Int32, offset: Int64)
+            do {
+                position = try await producer.send(KafkaRecord(topic: topic, key: record.key, value: record.value ?? []))
+            } catch {
+                throw WriteError(description: "the state topic did not acknowledge the write: \(error)")
+            }
+            guard await applied(partition: position.partition, offset: position.offset) else {
+                throw WriteError(description: "the write was acknowledged but not applied within \(applyTimeout)")
+            }
+        }
+    }
+
+    /// True once the record at `offset` of `partition` has been applied; false after the timeout.
+    private func applied(partition: Int32, offset: Int64) async -> Bool {
+        let id = state.withLock { state -> UInt64 in
+            state.nextWaiter += 1
+            return state.nextWaiter
+        }
+        let timeout = applyTimeout
+        return await withTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in
+                try? await Task.sleep(for: timeout)
+                let waiter = state.withLock { $0.waiters.removeValue(forKey: id) }
+                waiter?.continuation.resume(returning: false)
+            }
+            let result = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let done = state.withLock { state -> Bool in
+                    if let next = state.applied[partition], next > offset { return true }
+                    state.waiters[id] = (partition, offset, continuation)
+                    return false
+                }
+                if done { continuation.resume(returning: true) }
+            }
+            group.cancelAll()
+            return result
+        }
+    }
+
+    private func failAllWaiters() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            defer { state.waiters = [:] }
+            return state.waiters.values.map(\.continuation)
+        }
+        waiters.forEach { $0.resume(returning: false) }
+    }
+}
