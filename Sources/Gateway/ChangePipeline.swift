@@ -33,7 +33,6 @@ public final class ChangePipeline: Service, Sendable {
     private let stateLog: StateLog
 
     private let trackers = Mutex<[TopicPartition: OffsetTracker]>([:])
-    private let inFlight = Mutex(0)
     private let capacity: DispatchSemaphore
     private let stopping = Atomic<Bool>(false)
 
@@ -111,7 +110,6 @@ public final class ChangePipeline: Service, Sendable {
                 logger.warning("consumer error", metadata: ["error": "\(error)"])
             case .record(let record):
                 capacity.wait()
-                inFlight.withLock { $0 += 1 }
                 metrics.inFlightRecords.increment()
                 handle(record, continuation)
             }
@@ -159,13 +157,23 @@ public final class ChangePipeline: Service, Sendable {
 
     private func process(_ work: Work) async {
         if !work.stateWrites.isEmpty {
-            do {
-                try await stateLog.write(work.stateWrites)
-            } catch {
-                // The offset stays unfinished: after a restart the event is consumed and applied again.
-                logger.error("revoked subscriptions not deleted from the state topic", metadata: ["error": "\(error)"])
-                releaseCapacity()
-                return
+            // The offset must not move before the revoked subscriptions are deleted: retry until they are (or
+            // until shutdown, after which the event is consumed and applied again).
+            var delay = Duration.seconds(1)
+            while true {
+                do {
+                    try await stateLog.write(work.stateWrites)
+                    break
+                } catch {
+                    logger.error(
+                        "revoked subscriptions not yet deleted from the state topic; retrying",
+                        metadata: ["error": "\(error)", "retry.in": "\(delay)"])
+                    guard (try? await Task.sleep(for: delay)) != nil, !stopping.load(ordering: .relaxed) else {
+                        releaseCapacity()
+                        return
+                    }
+                    delay = min(delay * 2, .seconds(30))
+                }
             }
         }
         await withDiscardingTaskGroup { group in
@@ -183,7 +191,6 @@ public final class ChangePipeline: Service, Sendable {
     }
 
     private func deadLetter(_ record: KafkaRecord, reason: String) {
-        metrics.eventsDeadLettered.increment()
         metrics.deadLetter(category: reason.hasPrefix("undecodable") ? "undecodable" : "invalid")
         logger.warning(
             "record dead-lettered",
@@ -194,15 +201,23 @@ public final class ChangePipeline: Service, Sendable {
         headers.append(KafkaHeader(name: "x-dlq-source-partition", string: String(record.partition)))
         headers.append(KafkaHeader(name: "x-dlq-source-offset", string: String(record.offset)))
         let copy = KafkaRecord(topic: configuration.deadLetterTopic, key: record.key, value: record.value, headers: headers)
-        let partition = TopicPartition(topic: record.topic, partition: record.partition)
+        metrics.eventsDeadLettered.increment()
+        writeDeadLetter(copy, source: TopicPartition(topic: record.topic, partition: record.partition), offset: record.offset)
+    }
+
+    /// The record's offset is finished only once its copy is acknowledged; until then the write is retried
+    /// with backoff (the partition's commits wait, nothing is lost).
+    private func writeDeadLetter(_ copy: KafkaRecord, source: TopicPartition, offset: Int64, delay: Double = 1) {
         producer.send(copy) { [self] error in
-            if let error {
-                // Not acknowledged: the offset stays uncommitted and the record is consumed again after a restart.
-                logger.error("dead-letter write failed; record kept uncommitted", metadata: ["error": "\(error)"])
-                releaseCapacity()
-                return
+            guard let error else { return finish(source, offset) }
+            if stopping.load(ordering: .relaxed) {
+                logger.error("dead-letter write failed at shutdown; the record stays uncommitted", metadata: ["error": "\(error)"])
+                return releaseCapacity()
             }
-            finish(partition, record.offset)
+            logger.error("dead-letter write failed; retrying", metadata: ["error": "\(error)", "retry.in.seconds": "\(delay)"])
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                self.writeDeadLetter(copy, source: source, offset: offset, delay: min(delay * 2, 30))
+            }
         }
     }
 
@@ -216,7 +231,6 @@ public final class ChangePipeline: Service, Sendable {
     }
 
     private func releaseCapacity() {
-        inFlight.withLock { $0 -= 1 }
         metrics.inFlightRecords.decrement()
         capacity.signal()
     }
