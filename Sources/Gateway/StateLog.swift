@@ -30,9 +30,11 @@ public struct InMemorySubscriptionWriter: SubscriptionWriter {
 /// The durable store of subscriptions: a compacted Kafka topic (`kafka.stateTopic`) of
 /// ``SubscriptionRecord``s, the only stateful dependency.
 ///
-/// Every replica reads the whole topic from the beginning at start-up (``isLoaded`` once it reached the
-/// high watermarks seen then) and keeps tailing it, so every replica holds every subscription and a
-/// rebalance costs no reload. A write is acknowledged by the broker (acks=all, idempotent producer) and
+/// Every replica reads the whole topic from the beginning at start-up and keeps tailing it. To know when it
+/// has read everything written before it started, it writes a load marker into every partition and counts
+/// as loaded (``isLoaded``) once its tail has passed its own markers (broker watermarks are not relied on:
+/// Tansu, the test broker, reports a high watermark of 1 for every partition). It holds every subscription, so every replica holds every subscription and a
+/// so a rebalance costs no reload. A write is acknowledged by the broker (acks=all, idempotent producer) and
 /// then waits until this replica's tail has applied it: the API answers only after the subscription is
 /// both durable and live, and all replicas apply the same writes in the same (per-key) order.
 public final class StateLog: Service, SubscriptionWriter, Sendable {
@@ -46,7 +48,7 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     private struct State {
         /// Next offset to apply, per partition.
         var applied: [Int32: Int64] = [:]
-        /// High watermarks at start-up; emptied as the load reaches them.
+        /// Offsets after this replica's load markers; emptied as the tail passes them.
         var loading: [Int32: Int64]? = nil
         var waiters: [UInt64: (partition: Int32, offset: Int64, continuation: CheckedContinuation<Bool, Never>)] = [:]
         var loadWaiters: [CheckedContinuation<Void, Never>] = []
@@ -83,10 +85,11 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
 
     public func run() async throws {
         let started = ContinuousClock.now
-        try await Task.detached { [self] in try startLoading() }.value
+        let count = try await Task.detached { [self] in try assignAll() }.value
         let thread = Thread { [self] in tail() }
         thread.name = "kafka-state-tail"
         thread.start()
+        try await writeLoadMarkers(partitions: count)
         await waitUntilLoadedOrShutdown()
         if isLoaded {
             logger.notice(
@@ -114,26 +117,36 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
         }
     }
 
-    /// Assigns every partition from the beginning and notes the high watermarks to reach. Blocking.
-    private func startLoading() throws {
+    /// The key of the load markers; the tail skips them. A marker carries no value, so compaction removes
+    /// them (one key per partition, at most one live marker each).
+    static let loadMarkerKey: [UInt8] = Array(#"["load-marker"]"#.utf8)
+
+    /// Assigns every partition from the beginning. Blocking.
+    private func assignAll() throws -> Int32 {
         let count = try consumer.partitionCount(topic: topic, timeoutMs: 10_000)
-        var targets: [Int32: Int64] = [:]
         var assignment: [TopicPartition: Int64] = [:]
-        for partition in 0..<count {
-            let tp = TopicPartition(topic: topic, partition: partition)
-            let (_, high) = try consumer.watermarks(tp, timeoutMs: 10_000)
-            if high > 0 { targets[partition] = high }
-            assignment[tp] = -2  // RD_KAFKA_OFFSET_BEGINNING
-        }
+        for partition in 0..<count { assignment[TopicPartition(topic: topic, partition: partition)] = -2 }  // beginning
         try consumer.assign(assignment)
+        logger.info("loading subscriptions", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
+        return count
+    }
+
+    /// Writes one marker per partition; the load is complete when the tail has applied past all of them.
+    private func writeLoadMarkers(partitions count: Int32) async throws {
+        var targets: [Int32: Int64] = [:]
+        for partition in 0..<count {
+            let position = try await producer.send(
+                KafkaRecord(topic: topic, partition: partition, key: Self.loadMarkerKey, value: []))
+            targets[partition] = position.offset + 1
+        }
         let loadWaiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            for (partition, target) in targets where (state.applied[partition] ?? 0) >= target { targets[partition] = nil }
             state.loading = targets
             guard targets.isEmpty else { return [] }
             defer { state.loadWaiters = [] }
             return state.loadWaiters
         }
         loadWaiters.forEach { $0.resume() }
-        logger.info("loading subscriptions", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
     }
 
     /// Applies state records as they arrive, on its own thread.
@@ -149,8 +162,8 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     }
 
     private func apply(_ record: KafkaRecord) {
-        records.add(1, ordering: .relaxed)
-        if let key = record.key {
+        if let key = record.key, key != Self.loadMarkerKey {
+            records.add(1, ordering: .relaxed)
             do {
                 let decoded = try SubscriptionRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
                 // Apps without settings keep their records in the topic; they are applied if the app comes back.

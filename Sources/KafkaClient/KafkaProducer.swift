@@ -40,7 +40,8 @@ public final class KafkaProducer: @unchecked Sendable {
 
     private var stillRunning: Bool { running.withLock { isRunning } }
 
-    /// Produces a record and waits for its delivery report; returns where the record was written.
+    /// Produces a record and waits for its delivery report; returns where the record was written. An empty
+    /// value is produced as null (a tombstone).
     @discardableResult
     public func send(_ record: KafkaRecord) async throws -> (partition: Int32, offset: Int64) {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<(partition: Int32, offset: Int64), any Error>) in
@@ -97,11 +98,14 @@ public final class KafkaProducer: @unchecked Sendable {
             field.u.i32 = record.partition
             fields.append(field)
         }
-        field = rd_kafka_vu_t()
-        field.vtype = RD_KAFKA_VTYPE_VALUE
-        field.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
-        field.u.mem.size = value.count
-        fields.append(field)
+        // An empty value is sent as null: a tombstone, which log compaction deletes.
+        if !value.isEmpty {
+            field = rd_kafka_vu_t()
+            field.vtype = RD_KAFKA_VTYPE_VALUE
+            field.u.mem.ptr = UnsafeMutableRawPointer(mutating: value.baseAddress)
+            field.u.mem.size = value.count
+            fields.append(field)
+        }
         if record.key != nil {
             field = rd_kafka_vu_t()
             field.vtype = RD_KAFKA_VTYPE_KEY

@@ -66,3 +66,33 @@ def test_subscriptions_survive_kill_9(stack_factory, uniq, token_factory):
     stack.publish(s, "SET", "1")
     for token in tokens:
         stack.expect_data(token, [P.no_data(APP, s)])
+
+
+@pytest.mark.timeout(120)
+def test_state_topic_holds_subscriptions_and_tombstones(stack_factory, uniq, token_factory):
+    """The state topic's contract (docs/ARCHITECTURE.md): key = identity, value = settings, deletion = null."""
+    import json
+    import time
+
+    stack = stack_factory()
+    s = f"{uniq}/st"
+    sp = s if s.startswith("/") else "/" + s
+    token = token_factory()
+    before = time.time()
+    stack.gateway.must_subscribe(APP, s, token, "childEvent")
+    r = stack.gateway.unsubscribe(APP, s, token)
+    assert r.status_code == 204, r.text
+    key = json.dumps([APP, sp, "mobile", token, ""], separators=(",", ":"), ensure_ascii=False).encode()
+
+    def ours():
+        records = read_topic(stack.broker.bootstrap, stack.topics.state, min_records=0, timeout=5, settle=0.5)
+        mine = [rec for rec in records if rec.key == key]
+        return len(mine) >= 2 and mine
+
+    mine = wait_for(ours, timeout=20, what=f"the subscription and its tombstone under key {key!r} in the state topic")
+    assert len({rec.partition for rec in mine}) == 1, "one subscription's records share a partition (ordering)"
+    first, last = sorted(mine, key=lambda rec: rec.offset)[-2:]
+    settings = json.loads(first.value)
+    assert settings["mode"] == "childEvent" and settings["format"] == "v1"
+    assert before + 29 * 24 * 3600 < settings["expiresAt"] < time.time() + 31 * 24 * 3600
+    assert last.value is None, f"a deletion must be a tombstone (null value), got {last.value!r}"
