@@ -55,6 +55,8 @@ public struct GatewayApp {
         stateProperties["group.id"] = kafka.groupId + "-state"  // never joins: partitions are assigned explicitly
         stateProperties["enable.auto.commit"] = "false"
         stateProperties["client.id"] = "push-gateway-state"
+        // Writes made through another replica become visible here within about this long.
+        stateProperties["fetch.wait.max.ms"] = "50"
         let stateLog = StateLog(
             consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
             topic: kafka.stateTopic, store: store, logger: logger)

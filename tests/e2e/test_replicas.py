@@ -1,0 +1,67 @@
+"""Several replicas in one consumer group (SPEC §3 durability, issue 3).
+
+Every replica reads the whole state topic, so a subscription made through any replica is served by whichever
+replica owns the app's partition, before and after a rebalance.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from gateway import Gateway, events_consumed
+from harness import APP
+from procutil import free_port, wait_for
+import payloads as P
+
+
+def consumed(gateway: Gateway) -> float:
+    return events_consumed(gateway.metrics())
+
+
+def subscriptions(gateway: Gateway) -> float:
+    return sum(sample.value for sample in gateway.metrics() if sample.name == "pushgateway_subscriptions")
+
+
+@pytest.mark.timeout(300)
+def test_two_replicas_share_subscriptions_and_take_over(stack_factory, uniq, token_factory):
+    stack = stack_factory()
+    a = stack.gateway
+    config_b = copy.deepcopy(stack.config)
+    config_b["http"]["port"] = free_port()
+    b = Gateway(stack.workdir, config=config_b, name="replica-b")
+    try:
+        b.start()
+        s = f"{uniq}/rep"
+        t1, t2, t3 = token_factory("one"), token_factory("two"), token_factory("three")
+        # Writes through either replica; t3 is subscribed through one and unsubscribed through the other.
+        b.must_subscribe(APP, s, t1, "noData")
+        a.must_subscribe(APP, s, t2, "noData")
+        a.must_subscribe(APP, s, t3, "noData")
+        r = b.unsubscribe(APP, s, t3)
+        assert r.status_code == 204, r.text
+        # A write is live on the replica that answered it; the others apply it from the state topic within
+        # tens of milliseconds (eventual consistency across replicas, docs/ARCHITECTURE.md). Both converge:
+        wait_for(lambda: subscriptions(a) == subscriptions(b) == 2, timeout=10,
+                 what="both replicas to hold the same 2 subscriptions")
+
+        # The group splits the 4 partitions; the app's partition belongs to exactly one replica. Events go
+        # to t1 and t2 whichever it is, and never to t3.
+        stack.publish(s, "SET", "1")
+        stack.expect_data(t1, [P.no_data(APP, s)])
+        stack.expect_data(t2, [P.no_data(APP, s)])
+        owner, survivor = (a, b) if consumed(a) >= 1 else (b, a)
+        assert consumed(owner) >= 1 and consumed(survivor) == 0, (consumed(a), consumed(b))
+
+        # The owner dies without a goodbye: the survivor takes the partition over (after the session
+        # timeout) with every subscription, and resumes from the committed offset.
+        owner.kill()
+        stack.gateway = survivor  # the harness checks that its gateway is alive while waiting
+        stack.publish(s, "SET", "2")
+        stack.expect_data(t1, [P.no_data(APP, s)] * 2, timeout=60)
+        stack.expect_data(t2, [P.no_data(APP, s)] * 2, timeout=60)
+        wait_for(lambda: consumed(survivor) >= 1, timeout=15, what="the survivor to count the event")
+        assert stack.fake.sends_for(t3) == [], f"an unsubscribed device was notified: {[x['body'] for x in stack.fake.sends_for(t3)]}"
+    finally:
+        b.stop()
