@@ -1,4 +1,5 @@
 import Foundation
+import KafkaClient
 import Yams
 
 /// The gateway's configuration (docs/CONFIGURATION.md). Every field has an embedded default, so an empty
@@ -21,6 +22,9 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         public var partitions = 4
         /// Extra librdkafka properties for every client.
         public var properties: [String: String] = [:]
+        /// How publishers choose a partition from the app id (the record key): `consistent_random` (librdkafka,
+        /// kcat) or `murmur2_random` (Java). The gateway uses it to know which replica owns an app.
+        public var partitioner = KeyPartitioner.consistentRandom
         /// Records in flight (consumed, notifications not yet handed over) before consumption pauses.
         public var maxInFlightRecords = 5000
     }
@@ -33,6 +37,11 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         public var maxConnections = 2
     }
 
+    public struct Subscriptions: Codable, Sendable, Equatable {
+        /// How often expired subscriptions are revoked.
+        public var expirySweepSeconds = 60
+    }
+
     public struct Logging: Codable, Sendable, Equatable {
         public var format = "text"
         public var level = "info"
@@ -41,6 +50,7 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
     public var http = HTTP()
     public var kafka = Kafka()
     public var fcm = FCM()
+    public var subscriptions = Subscriptions()
     public var logging = Logging()
     public var apps: [String: AppSettings] = ["demo": AppSettings()]
 
@@ -90,6 +100,7 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         guard (0...65535).contains(http.port) else { throw ConfigurationError("http.port must be 0...65535") }
         guard ["text", "json"].contains(logging.format) else { throw ConfigurationError("logging.format must be text or json") }
         guard kafka.partitions > 0 else { throw ConfigurationError("kafka.partitions must be positive") }
+        guard subscriptions.expirySweepSeconds > 0 else { throw ConfigurationError("subscriptions.expirySweepSeconds must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
         for (name, app) in apps {
             guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }
@@ -117,12 +128,13 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 // Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
-    enum CodingKeys: String, CodingKey { case http, kafka, fcm, logging, apps }
+    enum CodingKeys: String, CodingKey { case http, kafka, fcm, subscriptions, logging, apps }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         http = try c.decodeIfPresent(HTTP.self, forKey: .http) ?? HTTP()
         kafka = try c.decodeIfPresent(Kafka.self, forKey: .kafka) ?? Kafka()
         fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
+        subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": AppSettings()]
     }
@@ -139,7 +151,7 @@ extension GatewayConfiguration.HTTP {
 }
 
 extension GatewayConfiguration.Kafka {
-    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, partitions, properties, maxInFlightRecords }
+    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, partitioner, partitions, properties, maxInFlightRecords }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -148,6 +160,7 @@ extension GatewayConfiguration.Kafka {
         changesTopic = try c.decodeIfPresent(String.self, forKey: .changesTopic) ?? changesTopic
         deadLetterTopic = try c.decodeIfPresent(String.self, forKey: .deadLetterTopic) ?? deadLetterTopic
         stateTopic = try c.decodeIfPresent(String.self, forKey: .stateTopic) ?? stateTopic
+        partitioner = try c.decodeIfPresent(KeyPartitioner.self, forKey: .partitioner) ?? partitioner
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
         maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords
@@ -164,6 +177,15 @@ extension GatewayConfiguration.FCM {
         caFile = try c.decodeIfPresent(String.self, forKey: .caFile) ?? caFile
         requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+    }
+}
+
+extension GatewayConfiguration.Subscriptions {
+    enum CodingKeys: String, CodingKey { case expirySweepSeconds }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        expirySweepSeconds = try c.decodeIfPresent(Int.self, forKey: .expirySweepSeconds) ?? expirySweepSeconds
     }
 }
 

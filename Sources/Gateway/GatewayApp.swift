@@ -69,6 +69,10 @@ public struct GatewayApp {
             configuration: kafka, readiness: readiness, stateLog: stateLog, logger: logger)
         pipelineBox.set(pipeline)
 
+        let sweeper = ExpirySweeper(
+            store: store, stateLog: stateLog, dispatcher: dispatcher, readiness: readiness, consumer: consumer,
+            changesTopic: kafka.changesTopic, partitioner: kafka.partitioner,
+            interval: .seconds(configuration.subscriptions.expirySweepSeconds), logger: logger)
         let service = SubscriptionService(store: store, writer: stateLog, metrics: metrics, logger: logger)
         let router = Routes.router(
             subscriptions: service, probe: Probe(readiness: readiness, stateLog: stateLog, metrics: metrics, store: store))
@@ -96,6 +100,7 @@ public struct GatewayApp {
                     .init(service: stateLog),
                     .init(service: http),
                     .init(service: pipeline),
+                    .init(service: sweeper),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))

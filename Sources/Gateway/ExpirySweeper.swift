@@ -1,0 +1,82 @@
+import Foundation
+import KafkaClient
+import Logging
+import PushCore
+import ServiceLifecycle
+
+/// Revokes expired subscriptions (reason `expired`, seed 000): every `subscriptions.expirySweepSeconds`, for
+/// each app whose change partition this replica owns, it sends the revoke message to the expired
+/// subscriptions, then deletes them from the state topic. Revoke first, delete second: a crash in between
+/// sends the revoke again rather than losing it. A subscription refreshed meanwhile is left alone.
+final class ExpirySweeper: Service, Sendable {
+    private let store: SubscriptionStore
+    private let stateLog: StateLog
+    private let dispatcher: Dispatcher
+    private let readiness: Readiness
+    private let consumer: KafkaConsumer
+    private let changesTopic: String
+    private let partitioner: KeyPartitioner
+    private let interval: Duration
+    private let logger: Logger
+
+    init(
+        store: SubscriptionStore, stateLog: StateLog, dispatcher: Dispatcher, readiness: Readiness, consumer: KafkaConsumer,
+        changesTopic: String, partitioner: KeyPartitioner, interval: Duration, logger: Logger
+    ) {
+        self.store = store
+        self.stateLog = stateLog
+        self.dispatcher = dispatcher
+        self.readiness = readiness
+        self.consumer = consumer
+        self.changesTopic = changesTopic
+        self.partitioner = partitioner
+        self.interval = interval
+        self.logger = logger
+    }
+
+    func run() async throws {
+        await stateLog.waitUntilLoaded()
+        var partitions: Int32 = 0
+        while !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: self.interval) }
+            } catch {
+                return
+            }
+            if partitions == 0 {
+                partitions = (try? await Task.detached { [consumer, changesTopic] in
+                    try consumer.partitionCount(topic: changesTopic, timeoutMs: 5_000)
+                }.value) ?? 0
+            }
+            if partitions > 0 { await sweep(now: Int64(Date().timeIntervalSince1970), partitions: partitions) }
+        }
+    }
+
+    func sweep(now: Int64, partitions: Int32) async {
+        let owned = Set(readiness.partitions.filter { $0.topic == changesTopic }.map(\.partition))
+        for name in store.appNames {
+            guard owned.contains(partitioner.partition(of: Array(name.utf8), partitions: partitions)),
+                let app = store.app(name)
+            else { continue }
+            let (expired, revocations) = app.withIndex { index in
+                let expired = index.allSubscriptions().filter { $0.settings.expiresAt <= now }
+                return (expired, index.revocations(of: expired, reason: .expired))
+            }
+            guard !expired.isEmpty else { continue }
+            let deliveries = dispatcher.prepare(app: name, notifications: revocations)
+            await withDiscardingTaskGroup { group in
+                for delivery in deliveries { group.addTask { _ = await self.dispatcher.send(delivery) } }
+            }
+            // Skip any that were refreshed while the revokes were out.
+            let stillExpired = app.withIndex { index in
+                expired.filter { (index.subscription(path: $0.path, subscriber: $0.subscriber)?.expiresAt ?? .max) <= now }
+            }
+            do {
+                try await stateLog.write(stillExpired.map { SubscriptionRecord(app: name, subscription: $0, deleted: true) })
+                logger.info("expired subscriptions revoked", metadata: ["app": "\(name)", "count": "\(stillExpired.count)"])
+            } catch {
+                logger.error("expired subscriptions not deleted; the next sweep retries", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
