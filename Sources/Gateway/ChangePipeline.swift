@@ -18,8 +18,9 @@ public final class ChangePipeline: Service, Sendable {
         var offset: Int64
         var deliveries: [Delivery]
         var eventTimestampMs: Int64
-        /// Subscriptions removed by the event (revocations), deleted from the state topic before the offset moves.
-        var stateWrites: [SubscriptionRecord]
+        /// Subscriptions the event removed (revocations) and shadows it changed: written to the state topic
+        /// before the offset moves, so a restart neither resurrects the former nor loses the latter.
+        var stateWrites: [StateRecord]
     }
 
     private let consumer: KafkaConsumer
@@ -31,17 +32,20 @@ public final class ChangePipeline: Service, Sendable {
     private let logger: Logger
     private let readiness: Readiness
     private let stateLog: StateLog
+    private let ownership: Ownership
 
     private let trackers = Mutex<[TopicPartition: OffsetTracker]>([:])
     private let capacity: DispatchSemaphore
     private let stopping = Atomic<Bool>(false)
+    private let partitionerWarned = Atomic<Bool>(false)
 
     init(
         consumer: KafkaConsumer, producer: KafkaProducer, store: SubscriptionStore, dispatcher: Dispatcher,
         metrics: GatewayMetrics, configuration: GatewayConfiguration.Kafka, readiness: Readiness, stateLog: StateLog,
-        logger: Logger
+        ownership: Ownership, logger: Logger
     ) {
         self.stateLog = stateLog
+        self.ownership = ownership
         self.consumer = consumer
         self.producer = producer
         self.store = store
@@ -61,7 +65,9 @@ public final class ChangePipeline: Service, Sendable {
                 for partition in partitions where trackers[partition] == nil { trackers[partition] = OffsetTracker() }
             }
             readiness.assigned(partitions)
+            ownership.assigned(partitions.filter { $0.topic == configuration.changesTopic }.map(\.partition))
         case .revoked(let partitions, let lost):
+            ownership.revoked(partitions.filter { $0.topic == configuration.changesTopic }.map(\.partition))
             if !lost { drain(partitions, timeout: .seconds(30)) }
             trackers.withLock { trackers in
                 for partition in partitions { trackers[partition] = nil }
@@ -75,6 +81,9 @@ public final class ChangePipeline: Service, Sendable {
         // Matching needs every subscription: consume only once the state topic is loaded.
         await stateLog.waitUntilLoaded()
         guard stateLog.isLoaded else { return }
+        let changesTopic = configuration.changesTopic
+        let count = try await Task.detached { [consumer] in try consumer.partitionCount(topic: changesTopic, timeoutMs: 10_000) }.value
+        ownership.setPartitionCount(count)
         try consumer.subscribe(topics: [configuration.changesTopic])
         let pollThread = Thread { [self] in
             pollLoop(continuation)
@@ -127,55 +136,42 @@ public final class ChangePipeline: Service, Sendable {
             deadLetter(record, reason: error.reason)
             return
         }
+        if record.partition != ownership.partition(of: event.app), !partitionerWarned.exchange(true, ordering: .relaxed) {
+            logger.error(
+                "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
+                metadata: ["app": "\(event.app)", "kafka.partition": "\(record.partition)"])
+        }
         guard let app = store.app(event.app) else {
             metrics.eventsSkipped.increment()
             finish(partition, record.offset)
             return
         }
         let now = Int64(Date().timeIntervalSince1970)
-        let notifications = app.withIndex { index in index.apply(event, now: now) }
+        let (notifications, shadows) = app.withIndex { index in (index.apply(event, now: now), index.changedShadows) }
         metrics.eventsConsumed.increment()
         if !notifications.isEmpty { metrics.eventsMatched.increment() }
         let deliveries = dispatcher.prepare(app: event.app, notifications: notifications)
-        var removed: [SubscriptionRecord] = []
+        var stateWrites: [StateRecord] = shadows.map { .shadow(ShadowRecord(app: event.app, path: $0.path, value: $0.value)) }
         for notification in notifications {
             guard case .revoke = notification.content else { continue }
             for recipient in notification.recipients {
                 let placeholder = SubscriptionSettings(mode: .noData, format: recipient.format, expiresAt: 0)
                 let subscription = Subscription(path: notification.path, subscriber: recipient.subscriber, settings: placeholder)
-                removed.append(SubscriptionRecord(app: event.app, subscription: subscription, deleted: true))
+                stateWrites.append(.subscription(SubscriptionRecord(app: event.app, subscription: subscription, deleted: true)))
             }
         }
-        if deliveries.isEmpty && removed.isEmpty {
+        if deliveries.isEmpty && stateWrites.isEmpty {
             finish(partition, record.offset)
             return
         }
         let timestamp = event.timestampMs > 0 ? event.timestampMs : (record.timestampMs ?? 0)
         continuation.yield(
-            Work(partition: partition, offset: record.offset, deliveries: deliveries, eventTimestampMs: timestamp, stateWrites: removed))
+            Work(partition: partition, offset: record.offset, deliveries: deliveries, eventTimestampMs: timestamp, stateWrites: stateWrites))
     }
 
     private func process(_ work: Work) async {
-        if !work.stateWrites.isEmpty {
-            // The offset must not move before the revoked subscriptions are deleted: retry until they are (or
-            // until shutdown, after which the event is consumed and applied again).
-            var delay = Duration.seconds(1)
-            while true {
-                do {
-                    try await stateLog.write(work.stateWrites)
-                    break
-                } catch {
-                    logger.error(
-                        "revoked subscriptions not yet deleted from the state topic; retrying",
-                        metadata: ["error": "\(error)", "retry.in": "\(delay)"])
-                    guard (try? await Task.sleep(for: delay)) != nil, !stopping.load(ordering: .relaxed) else {
-                        releaseCapacity()
-                        return
-                    }
-                    delay = min(delay * 2, .seconds(30))
-                }
-            }
-        }
+        // State writes and sends go out together; the offset moves when both are done.
+        async let stored: Bool = storeState(work.stateWrites)
         await withDiscardingTaskGroup { group in
             for delivery in work.deliveries {
                 group.addTask {
@@ -187,7 +183,31 @@ public final class ChangePipeline: Service, Sendable {
                 }
             }
         }
-        finish(work.partition, work.offset)
+        if await stored { finish(work.partition, work.offset) } else { releaseCapacity() }
+    }
+
+    /// False when shutdown came first (the event is then consumed and applied again after a restart).
+    private func storeState(_ records: [StateRecord]) async -> Bool {
+        if !records.isEmpty {
+            // The offset must not move before the state is stored: retry until it is (or until shutdown, after
+            // which the event is consumed and applied again).
+            var delay = Duration.seconds(1)
+            while true {
+                do {
+                    try await stateLog.write(records)
+                    break
+                } catch {
+                    logger.error(
+                        "state changes of an event not yet stored; retrying",
+                        metadata: ["error": "\(error)", "retry.in": "\(delay)"])
+                    guard (try? await Task.sleep(for: delay)) != nil, !stopping.load(ordering: .relaxed) else {
+                        return false
+                    }
+                    delay = min(delay * 2, .seconds(30))
+                }
+            }
+        }
+        return true
     }
 
     private func deadLetter(_ record: KafkaRecord, reason: String) {

@@ -12,52 +12,37 @@ final class ExpirySweeper: Service, Sendable {
     private let store: SubscriptionStore
     private let stateLog: StateLog
     private let dispatcher: Dispatcher
-    private let readiness: Readiness
-    private let consumer: KafkaConsumer
-    private let changesTopic: String
-    private let partitioner: KeyPartitioner
+    private let ownership: Ownership
     private let interval: Duration
     private let logger: Logger
 
     init(
-        store: SubscriptionStore, stateLog: StateLog, dispatcher: Dispatcher, readiness: Readiness, consumer: KafkaConsumer,
-        changesTopic: String, partitioner: KeyPartitioner, interval: Duration, logger: Logger
+        store: SubscriptionStore, stateLog: StateLog, dispatcher: Dispatcher, ownership: Ownership, interval: Duration,
+        logger: Logger
     ) {
         self.store = store
         self.stateLog = stateLog
         self.dispatcher = dispatcher
-        self.readiness = readiness
-        self.consumer = consumer
-        self.changesTopic = changesTopic
-        self.partitioner = partitioner
+        self.ownership = ownership
         self.interval = interval
         self.logger = logger
     }
 
     func run() async throws {
         await stateLog.waitUntilLoaded()
-        var partitions: Int32 = 0
         while !Task.isShuttingDownGracefully {
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: self.interval) }
             } catch {
                 return
             }
-            if partitions == 0 {
-                partitions = (try? await Task.detached { [consumer, changesTopic] in
-                    try consumer.partitionCount(topic: changesTopic, timeoutMs: 5_000)
-                }.value) ?? 0
-            }
-            if partitions > 0 { await sweep(now: Int64(Date().timeIntervalSince1970), partitions: partitions) }
+            await sweep(now: Int64(Date().timeIntervalSince1970))
         }
     }
 
-    func sweep(now: Int64, partitions: Int32) async {
-        let owned = Set(readiness.partitions.filter { $0.topic == changesTopic }.map(\.partition))
+    func sweep(now: Int64) async {
         for name in store.appNames {
-            guard owned.contains(partitioner.partition(of: Array(name.utf8), partitions: partitions)),
-                let app = store.app(name)
-            else { continue }
+            guard ownership.owns(app: name), let app = store.app(name) else { continue }
             let (expired, revocations) = app.withIndex { index in
                 let expired = index.allSubscriptions().filter { $0.settings.expiresAt <= now }
                 return (expired, index.revocations(of: expired, reason: .expired))
@@ -72,7 +57,7 @@ final class ExpirySweeper: Service, Sendable {
                 expired.filter { (index.subscription(path: $0.path, subscriber: $0.subscriber)?.expiresAt ?? .max) <= now }
             }
             do {
-                try await stateLog.write(stillExpired.map { SubscriptionRecord(app: name, subscription: $0, deleted: true) })
+                try await stateLog.write(stillExpired.map { .subscription(SubscriptionRecord(app: name, subscription: $0, deleted: true)) })
                 logger.info("expired subscriptions revoked", metadata: ["app": "\(name)", "count": "\(stillExpired.count)"])
             } catch {
                 logger.error("expired subscriptions not deleted; the next sweep retries", metadata: ["error": "\(error)"])

@@ -57,21 +57,21 @@ public struct GatewayApp {
         stateProperties["client.id"] = "push-gateway-state"
         // Writes made through another replica become visible here within about this long.
         stateProperties["fetch.wait.max.ms"] = "50"
+        let ownership = Ownership(partitioner: kafka.partitioner)
         let stateLog = StateLog(
             consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
-            topic: kafka.stateTopic, store: store, logger: logger)
+            topic: kafka.stateTopic, store: store, ownership: ownership, logger: logger)
         let pipelineBox = PipelineBox()
         let consumer = try KafkaConsumer(properties: consumerProperties, logger: logger) { event in
             pipelineBox.pipeline?.rebalanced(event)
         }
         let pipeline = ChangePipeline(
             consumer: consumer, producer: producer, store: store, dispatcher: dispatcher, metrics: metrics,
-            configuration: kafka, readiness: readiness, stateLog: stateLog, logger: logger)
+            configuration: kafka, readiness: readiness, stateLog: stateLog, ownership: ownership, logger: logger)
         pipelineBox.set(pipeline)
 
         let sweeper = ExpirySweeper(
-            store: store, stateLog: stateLog, dispatcher: dispatcher, readiness: readiness, consumer: consumer,
-            changesTopic: kafka.changesTopic, partitioner: kafka.partitioner,
+            store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership,
             interval: .seconds(configuration.subscriptions.expirySweepSeconds), logger: logger)
         let service = SubscriptionService(store: store, writer: stateLog, metrics: metrics, logger: logger)
         let router = Routes.router(

@@ -8,7 +8,7 @@ import Synchronization
 /// Where subscription changes go: the state topic in production, the store directly in unit tests.
 public protocol SubscriptionWriter: Sendable {
     /// Returns once the records are durable and applied to this replica's store.
-    func write(_ records: [SubscriptionRecord]) async throws(WriteError)
+    func write(_ records: [StateRecord]) async throws(WriteError)
 }
 
 public struct WriteError: Error, CustomStringConvertible {
@@ -22,13 +22,14 @@ public struct InMemorySubscriptionWriter: SubscriptionWriter {
 
     public init(store: SubscriptionStore) { self.store = store }
 
-    public func write(_ records: [SubscriptionRecord]) async throws(WriteError) {
+    public func write(_ records: [StateRecord]) async throws(WriteError) {
         for record in records { store.app(record.app)?.withIndex { record.apply(to: $0) } }
     }
 }
 
-/// The durable store of subscriptions: a compacted Kafka topic (`kafka.stateTopic`) of
-/// ``SubscriptionRecord``s, the only stateful dependency.
+/// The durable store of subscriptions and shadows: a compacted Kafka topic (`kafka.stateTopic`) of
+/// ``StateRecord``s, the only stateful dependency. All records of an app go to one partition (chosen from the
+/// app id), so an app's subscriptions and shadow checkpoints replay in the order they were written.
 ///
 /// Every replica reads the whole topic from the beginning at start-up and keeps tailing it. To know when it
 /// has read everything written before it started, it writes a load marker into every partition and counts
@@ -44,6 +45,7 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     private let store: SubscriptionStore
     private let logger: Logger
     private let applyTimeout: Duration
+    private let ownership: Ownership
 
     private struct State {
         /// Next offset to apply, per partition.
@@ -53,14 +55,17 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
         var waiters: [UInt64: (partition: Int32, offset: Int64, continuation: CheckedContinuation<Bool, Never>)] = [:]
         var loadWaiters: [CheckedContinuation<Void, Never>] = []
         var nextWaiter: UInt64 = 0
+        /// Partitions of the state topic, known once assigned.
+        var partitions: Int32 = 0
     }
 
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
     private let records = Atomic<Int>(0)
 
-    init(consumer: KafkaConsumer, producer: KafkaProducer, topic: String, store: SubscriptionStore, logger: Logger,
-         applyTimeout: Duration = .seconds(10)) {
+    init(consumer: KafkaConsumer, producer: KafkaProducer, topic: String, store: SubscriptionStore, ownership: Ownership,
+         logger: Logger, applyTimeout: Duration = .seconds(10)) {
+        self.ownership = ownership
         self.consumer = consumer
         self.producer = producer
         self.topic = topic
@@ -127,6 +132,7 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
         var assignment: [TopicPartition: Int64] = [:]
         for partition in 0..<count { assignment[TopicPartition(topic: topic, partition: partition)] = -2 }  // beginning
         try consumer.assign(assignment)
+        state.withLock { $0.partitions = count }
         logger.info("loading subscriptions", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
         return count
     }
@@ -165,13 +171,22 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
         if let key = record.key, key != Self.loadMarkerKey {
             records.add(1, ordering: .relaxed)
             do {
-                let decoded = try SubscriptionRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                let decoded = try StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                // The owner's in-memory shadows are newer than any checkpoint (it wrote them): checkpoints only
+                // seed shadows at load and keep the other replicas ready to take over.
+                if case .shadow = decoded, ownership.owns(app: decoded.app) {
+                    return markApplied(record)
+                }
                 // Apps without settings keep their records in the topic; they are applied if the app comes back.
                 store.app(decoded.app)?.withIndex { index in decoded.apply(to: index) }
             } catch {
                 logger.error("unreadable state record skipped", metadata: ["kafka.offset": "\(record.offset)", "error": "\(error)"])
             }
         }
+        markApplied(record)
+    }
+
+    private func markApplied(_ record: KafkaRecord) {
         let next = record.offset + 1
         let (ready, loaded) = state.withLock { state -> ([CheckedContinuation<Bool, Never>], [CheckedContinuation<Void, Never>]) in
             state.applied[record.partition] = next
@@ -196,11 +211,16 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     }
 
     /// Writes records durably and waits until this replica has applied them.
-    public func write(_ records: [SubscriptionRecord]) async throws(WriteError) {
+    public func write(_ records: [StateRecord]) async throws(WriteError) {
+        if state.withLock({ $0.partitions }) == 0 { await waitUntilLoaded() }
+        let partitions = state.withLock { $0.partitions }
+        guard partitions > 0 else { throw WriteError(description: "the state topic is not available") }
         for record in records {
             let position: (partition: Int32, offset: Int64)
+            let partition = KeyPartitioner.consistentRandom.partition(of: Array(record.app.utf8), partitions: partitions)
             do {
-                position = try await producer.send(KafkaRecord(topic: topic, key: record.key, value: record.value ?? []))
+                position = try await producer.send(
+                    KafkaRecord(topic: topic, partition: partition, key: record.key, value: record.value ?? []))
             } catch {
                 throw WriteError(description: "the state topic did not acknowledge the write: \(error)")
             }

@@ -40,7 +40,7 @@ struct SubscriptionService: SubscriptionAPI {
 
     private func write(_ record: SubscriptionRecord) async throws(APIError) {
         do {
-            try await writer.write([record])
+            try await writer.write([.subscription(record)])
         } catch {
             logger.error("subscription not stored", metadata: ["app": "\(record.app)", "error": "\(error)"])
             throw .unavailable("the subscription could not be stored; retry later")

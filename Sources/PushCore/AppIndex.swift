@@ -35,6 +35,8 @@ public final class AppIndex {
     public let app: String
     let root = Node()
     public private(set) var subscriptionCount = 0
+    /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
+    public internal(set) var changedShadows: [(path: DataPath, value: JSONValue)] = []
 
     public init(app: String) { self.app = app }
 
@@ -123,6 +125,12 @@ public final class AppIndex {
 
     /// The shadow at `path`: `.some(value)` when seeded, nil when unknown or not kept.
     public func shadow(at path: DataPath) -> JSONValue? { node(at: path)?.shadow }
+
+    /// Restores a checkpointed shadow; ignored where nobody needs data any more.
+    public func restoreShadow(at path: DataPath, value: JSONValue) {
+        guard let node = node(at: path), node.dataSubscriberCount > 0 else { return }
+        node.shadow = value
+    }
 
     /// Number of nodes that keep a shadow, and how many of them are seeded.
     public func shadowCounts() -> (kept: Int, seeded: Int) {

@@ -32,6 +32,7 @@ extension AppIndex {
     /// (SPEC §3). Subscriptions expired at `now` are skipped. `SNAPSHOT` only seeds shadows.
     /// `NAMESPACE_DELETED` removes every subscription and returns their revocations.
     public func apply(_ event: ChangeEvent, now: Int64) -> [MatchedNotification] {
+        changedShadows = []
         if event.operation == .namespaceDeleted {
             return revocations(of: removeAll(), reason: .namespaceDoesNotExist)
         }
@@ -93,6 +94,9 @@ extension AppIndex {
                 new = nil
             }
             node.shadow = new
+            if let new, new != old {
+                changedShadows.append((DataPath(validatedSegments: Array(event.path.segments[..<depth])), new))
+            }
         }
         guard notify else { return }
         let childKey = event.path.segments[depth]
@@ -118,7 +122,10 @@ extension AppIndex {
         case .merge: new = old?.merging(event.after.children)
         case .namespaceDeleted: new = nil
         }
-        if node.dataSubscriberCount > 0, let new { node.shadow = new }
+        if node.dataSubscriberCount > 0, let new, new != node.shadow {
+            node.shadow = new
+            changedShadows.append((event.path, new))
+        }
         guard notify else { return }
         emit(node, path: event.path, now: now, into: &output) { mode in
             switch mode {
@@ -149,7 +156,10 @@ extension AppIndex {
         }
         if node.payload != nil {
             let old = node.shadow ?? event.before?.value(at: relative)
-            if node.dataSubscriberCount > 0 { node.shadow = new }
+            if node.dataSubscriberCount > 0, node.shadow != new {
+                node.shadow = new
+                changedShadows.append((DataPath(validatedSegments: event.path.segments + relative), new))
+            }
             if notify && old != new {
                 let path = DataPath(validatedSegments: event.path.segments + relative)
                 emit(node, path: path, now: now, into: &output) { mode in

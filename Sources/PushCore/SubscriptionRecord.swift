@@ -73,3 +73,70 @@ public struct SubscriptionRecord: Sendable, Equatable {
         }
     }
 }
+
+/// The checkpoint of a shadow (the data kept at a node with `value`/`childEvent` subscriptions), stored in
+/// the state topic next to the subscriptions so that a restart does not lose it:
+///
+///     key:   ["shadow","toto","/some/path"]
+///     value: the node's data as compact JSON
+public struct ShadowRecord: Sendable, Equatable {
+    public var app: String
+    public var path: DataPath
+    public var value: JSONValue
+
+    public init(app: String, path: DataPath, value: JSONValue) {
+        self.app = app
+        self.path = path
+        self.value = value
+    }
+
+    public var key: [UInt8] { JSONWriter.bytes(.array([.string("shadow"), .string(app), .string(path.description)])) }
+
+    /// A null value is written as the JSON text `null` (not a tombstone: it is a known, empty node).
+    public var encodedValue: [UInt8] { JSONWriter.bytes(value) }
+}
+
+/// A record of the state topic: a subscription or a shadow checkpoint.
+public enum StateRecord: Sendable, Equatable {
+    case subscription(SubscriptionRecord)
+    case shadow(ShadowRecord)
+
+    public var app: String {
+        switch self {
+        case .subscription(let record): return record.app
+        case .shadow(let record): return record.app
+        }
+    }
+
+    public var key: [UInt8] {
+        switch self {
+        case .subscription(let record): return record.key
+        case .shadow(let record): return record.key
+        }
+    }
+
+    /// Nil for a tombstone.
+    public var value: [UInt8]? {
+        switch self {
+        case .subscription(let record): return record.value
+        case .shadow(let record): return record.encodedValue
+        }
+    }
+
+    public static func decode(key: [UInt8], value: [UInt8]?) throws(SubscriptionRecord.DecodingError) -> StateRecord {
+        if case .array(let parts)? = try? JSONParser.parse(key), parts.count == 3, parts[0].stringValue == "shadow" {
+            guard let app = parts[1].stringValue, let pathText = parts[2].stringValue, let path = try? DataPath(pathText),
+                let value, let data = try? JSONParser.parse(value)
+            else { throw SubscriptionRecord.DecodingError(description: "bad shadow record") }
+            return .shadow(ShadowRecord(app: app, path: path, value: data.normalized()))
+        }
+        return .subscription(try SubscriptionRecord.decode(key: key, value: value))
+    }
+
+    public func apply(to index: AppIndex) {
+        switch self {
+        case .subscription(let record): record.apply(to: index)
+        case .shadow(let record): index.restoreShadow(at: record.path, value: record.value)
+        }
+    }
+}

@@ -178,3 +178,25 @@ final class SubscriptionRecordTests: XCTestCase {
         XCTAssertThrowsError(try SubscriptionRecord.decode(key: record.key, value: Array("{}".utf8)))
     }
 }
+
+final class ShadowCheckpointTests: XCTestCase {
+    func testChangedShadowsAreReportedAndRestore() throws {
+        let index = AppIndex(app: "a")
+        let path = try DataPath("/p")
+        index.subscribe(path: path, subscriber: SubscriberKey(token: "t"), settings: SubscriptionSettings(mode: .value, expiresAt: .max))
+        _ = index.apply(try ChangeEvent.validated(app: "a", path: "/p", operation: "SET", after: #"{"x":1}"#, before: nil, eventID: "", timestampMs: 0), now: 0)
+        XCTAssertEqual(index.changedShadows.map(\.path), [path])
+        let record = StateRecord.shadow(ShadowRecord(app: "a", path: path, value: index.changedShadows[0].value))
+        XCTAssertEqual(String(decoding: record.key, as: UTF8.self), #"["shadow","a","/p"]"#)
+        XCTAssertEqual(String(decoding: record.value ?? [], as: UTF8.self), #"{"x":1}"#)
+        // A fresh index (a restarted replica) restores it from the record.
+        let restarted = AppIndex(app: "a")
+        restarted.subscribe(path: path, subscriber: SubscriberKey(token: "t"), settings: SubscriptionSettings(mode: .value, expiresAt: .max))
+        try StateRecord.decode(key: record.key, value: record.value).apply(to: restarted)
+        let result = restarted.apply(try ChangeEvent.validated(app: "a", path: "/p/y", operation: "SET", after: "2", before: nil, eventID: "", timestampMs: 0), now: 0)
+        XCTAssertEqual(result.first?.content, .value(try JSONParser.parse(#"{"x":1,"y":2}"#)))
+        // Unchanged data is not reported again.
+        _ = restarted.apply(try ChangeEvent.validated(app: "a", path: "/p/y", operation: "SET", after: "2", before: nil, eventID: "", timestampMs: 0), now: 0)
+        XCTAssertTrue(restarted.changedShadows.isEmpty)
+    }
+}

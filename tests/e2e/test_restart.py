@@ -96,3 +96,23 @@ def test_state_topic_holds_subscriptions_and_tombstones(stack_factory, uniq, tok
     assert settings["mode"] == "childEvent" and settings["format"] == "v1"
     assert before + 29 * 24 * 3600 < settings["expiresAt"] < time.time() + 31 * 24 * 3600
     assert last.value is None, f"a deletion must be a tombstone (null value), got {last.value!r}"
+
+
+@pytest.mark.timeout(300)
+def test_shadows_survive_a_restart(stack_factory, uniq, token_factory):
+    """SPEC §4: the shadow behind a value subscription is persisted with it; after a restart a write below the
+    node still gets the complete value (not NotLoaded)."""
+    stack = stack_factory()
+    s = f"{uniq}/sh"
+    token = token_factory()
+    stack.gateway.must_subscribe(APP, s, token, "value")
+    stack.publish(s, "SET", '{"a":1,"b":{"c":2}}')  # seeds the shadow
+    stack.expect_data(token, [P.value(APP, s, {"a": P.Num("1"), "b": {"c": P.Num("2")}})])
+    first = stack.gateway
+    assert first.terminate_and_wait(SIGTERM_EXIT_TIMEOUT) == 0, first.tails()
+    stack.start()
+    stack.publish(f"{s}/b/d", "SET", '"x"')  # below the node: needs the shadow
+    stack.expect_data(token, [
+        P.value(APP, s, {"a": P.Num("1"), "b": {"c": P.Num("2")}}),
+        P.value(APP, s, {"a": P.Num("1"), "b": {"c": P.Num("2"), "d": "x"}}),
+    ])
