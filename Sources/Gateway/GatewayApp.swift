@@ -62,9 +62,12 @@ public struct GatewayApp {
             consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
             topic: kafka.stateTopic, store: store, ownership: ownership, logger: logger)
         let pipelineBox = PipelineBox()
-        let consumer = try KafkaConsumer(properties: consumerProperties, logger: logger) { event in
-            pipelineBox.pipeline?.rebalanced(event)
-        }
+        consumerProperties["statistics.interval.ms"] = consumerProperties["statistics.interval.ms"] ?? "5000"
+        let changesTopic = kafka.changesTopic
+        let consumer = try KafkaConsumer(
+            properties: consumerProperties, logger: logger,
+            onRebalance: { event in pipelineBox.pipeline?.rebalanced(event) },
+            onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) })
         let pipeline = ChangePipeline(
             consumer: consumer, producer: producer, store: store, dispatcher: dispatcher, metrics: metrics,
             configuration: kafka, readiness: readiness, stateLog: stateLog, ownership: ownership, logger: logger)

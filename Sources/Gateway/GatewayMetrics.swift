@@ -1,3 +1,4 @@
+import CompactJSON
 import Prometheus
 import Synchronization
 
@@ -81,6 +82,27 @@ public final class GatewayMetrics: Sendable {
 
     public func deadLetter(category: String) {
         counter("dead", Self.deadLetters, [("category", category)]).increment()
+    }
+
+    private static var lag: MetricNameDescriptor {
+        name("consumer_lag", unit: "records", help: "Records of an assigned change partition not yet consumed")
+    }
+    private let lagGauges = Mutex<[Int32: Gauge]>([:])
+
+    /// Sets the lag of each assigned change partition from librdkafka's statistics JSON
+    /// (`topics.<topic>.partitions.<n>.consumer_lag`, -1 when unknown).
+    public func recordConsumerLag(statistics: [UInt8], topic: String) {
+        guard let partitions = (try? JSONParser.parse(statistics))?["topics"]?[topic]?["partitions"]?.objectValue else { return }
+        for (key, partition) in partitions {
+            guard let number = Int32(key), number >= 0, let lag = partition["consumer_lag"]?.doubleValue else { continue }
+            let gauge = lagGauges.withLock { gauges in
+                if let gauge = gauges[number] { return gauge }
+                let gauge = registry.makeGauge(descriptor: Self.lag, labels: [("partition", key)])
+                gauges[number] = gauge
+                return gauge
+            }
+            gauge.set(max(0, lag))
+        }
     }
 
     public func text() -> String { registry.emitToString() }

@@ -14,10 +14,16 @@ final class ClientCallbacks: @unchecked Sendable {
     let logger: Logger
     /// Called on the polling thread, before librdkafka applies the change (so a revoke can drain first).
     let onRebalance: (@Sendable (RebalanceEvent) -> Void)?
+    /// librdkafka's statistics JSON (every `statistics.interval.ms`), on the polling thread.
+    let onStatistics: (@Sendable ([UInt8]) -> Void)?
 
-    init(logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil) {
+    init(
+        logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
+        onStatistics: (@Sendable ([UInt8]) -> Void)? = nil
+    ) {
         self.logger = logger
         self.onRebalance = onRebalance
+        self.onStatistics = onStatistics
     }
 
     static func from(_ client: OpaquePointer?) -> ClientCallbacks? {
@@ -28,7 +34,19 @@ final class ClientCallbacks: @unchecked Sendable {
     func install(on config: KafkaConfig) {
         rd_kafka_conf_set_opaque(config.handle, Unmanaged.passUnretained(self).toOpaque())
         rd_kafka_conf_set_log_cb(config.handle, kafkaLogCallback)
+        if onStatistics != nil { rd_kafka_conf_set_stats_cb(config.handle, kafkaStatisticsCallback) }
     }
+}
+
+/// Hands librdkafka's statistics JSON to the owner; returning 0 lets librdkafka free it.
+private func kafkaStatisticsCallback(
+    _ client: OpaquePointer?, _ json: UnsafeMutablePointer<CChar>?, _ length: Int, _ opaque: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let json, let callbacks = opaque.map({ Unmanaged<ClientCallbacks>.fromOpaque($0).takeUnretainedValue() }) else {
+        return 0
+    }
+    callbacks.onStatistics?(Array(UnsafeRawBufferPointer(start: json, count: length)))
+    return 0
 }
 
 /// librdkafka's log lines into swift-log, the facility as `source`.

@@ -17,7 +17,8 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// A group member when `properties` has a `group.id` and ``subscribe(topics:)`` is called; a reader of
     /// explicitly assigned partitions with ``assign(_:)``.
     public init(
-        properties: [String: String], logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil
+        properties: [String: String], logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
+        onStatistics: (@Sendable ([UInt8]) -> Void)? = nil
     ) throws {
         var merged = [
             "enable.auto.commit": "true",
@@ -28,7 +29,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         ]
         for (key, value) in properties { merged[key] = value }
         let config = try KafkaConfig(merged)
-        let callbacks = ClientCallbacks(logger: logger, onRebalance: onRebalance)
+        let callbacks = ClientCallbacks(logger: logger, onRebalance: onRebalance, onStatistics: onStatistics)
         callbacks.install(on: config)
         rd_kafka_conf_set_rebalance_cb(config.handle, kafkaRebalanceCallback)
         self.client = try makeClient(type: RD_KAFKA_CONSUMER, config: config)

@@ -47,3 +47,14 @@ def test_counters_increase_with_traffic(stack, uniq, token_factory):
     wait_for(grown, timeout=15, what="event and notification counters to grow by >= 3",
              on_timeout=lambda: "\n".join(f"{x.name}{x.labels} {x.value}" for x in stack.gateway.metrics()
                                           if "event" in x.name or "notification" in x.name))
+
+
+def test_consumer_lag_is_exported_per_partition(stack):
+    """SPEC §9: consumer lag, from librdkafka's statistics (every 5 s), one gauge per assigned partition."""
+    def lag_samples():
+        samples = [s for s in stack.gateway.metrics() if s.name == "pushgateway_consumer_lag_records"]
+        return len(samples) >= 1 and samples
+
+    samples = wait_for(lag_samples, timeout=20, what="pushgateway_consumer_lag_records samples",
+                       on_timeout=stack.gateway.metrics_text)
+    assert all(s.value >= 0 and 'partition="' in s.labels for s in samples), samples
