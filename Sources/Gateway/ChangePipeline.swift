@@ -64,7 +64,7 @@ public final class ChangePipeline: Service, Sendable {
             trackers.withLock { trackers in
                 for partition in partitions where trackers[partition] == nil { trackers[partition] = OffsetTracker() }
             }
-            readiness.assigned(partitions)
+            readiness.assigned()
             ownership.assigned(partitions.filter { $0.topic == configuration.changesTopic }.map(\.partition))
         case .revoked(let partitions, let lost):
             ownership.revoked(partitions.filter { $0.topic == configuration.changesTopic }.map(\.partition))
@@ -72,7 +72,6 @@ public final class ChangePipeline: Service, Sendable {
             trackers.withLock { trackers in
                 for partition in partitions { trackers[partition] = nil }
             }
-            readiness.revoked(partitions)
         }
     }
 
@@ -155,9 +154,8 @@ public final class ChangePipeline: Service, Sendable {
         for notification in notifications {
             guard case .revoke = notification.content else { continue }
             for recipient in notification.recipients {
-                let placeholder = SubscriptionSettings(mode: .noData, format: recipient.format, expiresAt: 0)
-                let subscription = Subscription(path: notification.path, subscriber: recipient.subscriber, settings: placeholder)
-                stateWrites.append(.subscription(SubscriptionRecord(app: event.app, subscription: subscription, deleted: true)))
+                stateWrites.append(
+                    .subscription(.deletion(app: event.app, path: notification.path, subscriber: recipient.subscriber)))
             }
         }
         if deliveries.isEmpty && stateWrites.isEmpty {
@@ -268,28 +266,17 @@ public final class ChangePipeline: Service, Sendable {
     }
 }
 
-/// What `/readyz` reports: ready once the consumer holds an assignment (it starts with the first
-/// rebalance; a member with no partitions because the group has more members than partitions is ready too
-/// once assigned an empty set).
+/// What `/readyz` reports about the consumer: ready once the group has assigned it partitions (a member
+/// given an empty set, because the group has more members than partitions, is ready too). Which partitions it
+/// holds is ``Ownership``'s business.
 public final class Readiness: Sendable {
-    private let state = Mutex<(assignedOnce: Bool, partitions: Set<TopicPartition>)>((false, []))
+    private let assignedOnce = Atomic<Bool>(false)
 
     public init() {}
 
-    func assigned(_ partitions: [TopicPartition]) {
-        state.withLock { state in
-            state.assignedOnce = true
-            state.partitions.formUnion(partitions)
-        }
-    }
-
-    func revoked(_ partitions: [TopicPartition]) {
-        state.withLock { state in state.partitions.subtract(partitions) }
-    }
+    func assigned() { assignedOnce.store(true, ordering: .relaxed) }
 
     public var notReadyReason: String? {
-        state.withLock { $0.assignedOnce ? nil : "waiting for the consumer group to assign partitions" }
+        assignedOnce.load(ordering: .relaxed) ? nil : "waiting for the consumer group to assign partitions"
     }
-
-    public var partitions: [TopicPartition] { state.withLock { Array($0.partitions) } }
 }

@@ -35,7 +35,7 @@ public final class Dispatcher: Sendable {
             }
             let bytes = payload.jsonBytes()
             if case .revoke(let reason) = notification.content {
-                for _ in notification.recipients { metrics.revoked(reason: reason.rawValue) }
+                metrics.revoked(reason: reason.rawValue, count: notification.recipients.count)
             }
             for recipient in notification.recipients {
                 guard let sender = senders.sender(app: app, kind: recipient.subscriber.kind) else {

@@ -44,7 +44,7 @@ final class ExpirySweeper: Service, Sendable {
         for name in store.appNames {
             guard ownership.owns(app: name), let app = store.app(name) else { continue }
             let (expired, revocations) = app.withIndex { index in
-                let expired = index.allSubscriptions().filter { $0.settings.expiresAt <= now }
+                let expired = index.expiredSubscriptions(now: now)
                 return (expired, index.revocations(of: expired, reason: .expired))
             }
             guard !expired.isEmpty else { continue }
@@ -57,7 +57,8 @@ final class ExpirySweeper: Service, Sendable {
                 expired.filter { (index.subscription(path: $0.path, subscriber: $0.subscriber)?.expiresAt ?? .max) <= now }
             }
             do {
-                try await stateLog.write(stillExpired.map { .subscription(SubscriptionRecord(app: name, subscription: $0, deleted: true)) })
+                try await stateLog.write(
+                    stillExpired.map { .subscription(.deletion(app: name, path: $0.path, subscriber: $0.subscriber)) })
                 logger.info("expired subscriptions revoked", metadata: ["app": "\(name)", "count": "\(stillExpired.count)"])
             } catch {
                 logger.error("expired subscriptions not deleted; the next sweep retries", metadata: ["error": "\(error)"])

@@ -76,8 +76,8 @@ public final class GatewayMetrics: Sendable {
         counter("failed", Self.failed, [("provider", provider), ("reason", reason)]).increment()
     }
 
-    public func revoked(reason: String) {
-        counter("revoked", Self.revocations, [("reason", reason)]).increment()
+    public func revoked(reason: String, count: Int = 1) {
+        counter("revoked", Self.revocations, [("reason", reason)]).increment(by: Int64(count))
     }
 
     public func deadLetter(category: String) {

@@ -212,8 +212,11 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
 
     /// Writes records durably and waits until this replica has applied them.
     public func write(_ records: [StateRecord]) async throws(WriteError) {
-        if state.withLock({ $0.partitions }) == 0 { await waitUntilLoaded() }
-        let partitions = state.withLock { $0.partitions }
+        var partitions = state.withLock { $0.partitions }
+        if partitions == 0 {
+            await waitUntilLoaded()
+            partitions = state.withLock { $0.partitions }
+        }
         guard partitions > 0 else { throw WriteError(description: "the state topic is not available") }
         for record in records {
             let position: (partition: Int32, offset: Int64)

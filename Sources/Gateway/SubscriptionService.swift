@@ -32,10 +32,8 @@ struct SubscriptionService: SubscriptionAPI {
 
     func unsubscribe(_ request: V1UnsubscribeRequest) async throws(APIError) {
         let app = try app(request.app)
-        let subscription = Subscription(
-            path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID),
-            settings: SubscriptionSettings(mode: .noData, expiresAt: 0))
-        try await write(SubscriptionRecord(app: app.name, subscription: subscription, deleted: true))
+        try await write(
+            .deletion(app: app.name, path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID)))
     }
 
     private func write(_ record: SubscriptionRecord) async throws(APIError) {

@@ -100,15 +100,6 @@ public final class KafkaConsumer: @unchecked Sendable {
         guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "assign") }
     }
 
-    /// The first and the next offset of a partition, asked of the broker. Blocking.
-    public func watermarks(_ partition: TopicPartition, timeoutMs: Int32) throws -> (low: Int64, high: Int64) {
-        var low: Int64 = 0
-        var high: Int64 = 0
-        let result = rd_kafka_query_watermark_offsets(client, partition.topic, partition.partition, &low, &high, timeoutMs)
-        guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "watermarks of \(partition)") }
-        return (low, high)
-    }
-
     /// The number of partitions of `topic`, asked of the broker. Blocking.
     public func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 {
         guard let handle = rd_kafka_topic_new(client, topic, nil) else { throw KafkaError(message: "cannot open topic \(topic)") }

@@ -156,11 +156,9 @@ public final class AppIndex {
         return node
     }
 
-    /// Removes every subscription whose expiry is at or before `now`; returns them.
-    public func removeExpired(now: Int64) -> [Subscription] {
-        let expired = allSubscriptions().filter { $0.settings.expiresAt <= now }
-        for subscription in expired { unsubscribe(path: subscription.path, subscriber: subscription.subscriber) }
-        return expired
+    /// The subscriptions whose expiry is at or before `now` (the expiry sweep revokes them).
+    public func expiredSubscriptions(now: Int64) -> [Subscription] {
+        allSubscriptions().filter { $0.settings.expiresAt <= now }
     }
 
     /// Removes every subscription; returns them.

@@ -16,6 +16,13 @@ public struct SubscriptionRecord: Sendable, Equatable {
         self.settings = deleted ? nil : subscription.settings
     }
 
+    /// The tombstone of the subscription of `subscriber` at `path`.
+    public static func deletion(app: String, path: DataPath, subscriber: SubscriberKey) -> SubscriptionRecord {
+        let subscription = Subscription(
+            path: path, subscriber: subscriber, settings: SubscriptionSettings(mode: .noData, expiresAt: 0))
+        return SubscriptionRecord(app: app, subscription: subscription, deleted: true)
+    }
+
     public var key: [UInt8] {
         JSONWriter.bytes(
             .array([
@@ -47,11 +54,7 @@ public struct SubscriptionRecord: Sendable, Equatable {
             let path = try? DataPath(pathText), !app.isEmpty, !token.isEmpty
         else { throw DecodingError(description: "bad state record key") }
         let subscriber = SubscriberKey(kind: kind, token: token, uid: uid.isEmpty ? nil : uid)
-        guard let value, !value.isEmpty else {
-            let placeholder = SubscriptionSettings(mode: .noData, expiresAt: 0)
-            return SubscriptionRecord(
-                app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: placeholder), deleted: true)
-        }
+        guard let value, !value.isEmpty else { return .deletion(app: app, path: path, subscriber: subscriber) }
         guard let document = try? JSONParser.parse(value),
             let expiresAt = document["expiresAt"].flatMap({ value -> Int64? in
                 if case .number(let lexeme) = value { return Int64(lexeme) }

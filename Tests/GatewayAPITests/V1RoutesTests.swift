@@ -122,7 +122,7 @@ final class V1RoutesTests: XCTestCase {
                 XCTAssertEqual(response.status, .serviceUnavailable)
                 XCTAssertEqual(try Self.errorBody(response)["status"], "not_ready")
             }
-            fixture.readiness.assigned([])
+            fixture.readiness.assigned()
             try await client.execute(uri: "/readyz", method: .get) { XCTAssertEqual($0.status, .ok) }
             try await client.execute(uri: "/metrics", method: .get) { response in
                 XCTAssertEqual(response.status, .ok)

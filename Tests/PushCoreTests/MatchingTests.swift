@@ -109,7 +109,7 @@ final class MatchingTests: XCTestCase {
         XCTAssertEqual(result[0].mode, .noData)
         XCTAssertEqual(Set(result[0].recipients.map(\.subscriber.token)), ["1", "2"])
         XCTAssertEqual(result[1].recipients.map(\.subscriber.token), ["3"])
-        XCTAssertEqual(index.removeExpired(now: now).map(\.subscriber.token), ["old"])
+        XCTAssertEqual(index.expiredSubscriptions(now: now).map(\.subscriber.token), ["old"])
     }
 
     func testSubscribeRefreshUnsubscribeAndPruning() throws {
