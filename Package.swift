@@ -59,6 +59,13 @@ let package = Package(
         // JOSE compact serialisations (JWS `none`, JWE dir/A256KW/RSA-OAEP-256 + A256GCM) over SSLCrypto.
         .target(name: "JOSE", dependencies: ["SSLCrypto", "CompactJSON"], swiftSettings: strict),
 
+        // Auth tokens: JWT (HS256, RS256, ES256) verification over SSLCrypto.
+        .target(name: "Auth", dependencies: ["SSLCrypto", "CompactJSON"], swiftSettings: strict),
+        // Firebase-style read rules (`.read` per path pattern), compiled and evaluated.
+        .target(name: "Rules", dependencies: ["CompactJSON"], swiftSettings: strict),
+        // Notification formats beyond v1: the v2 envelope (JWS/JWE), app encryption keys, the decoder.
+        .target(name: "PushFormats", dependencies: ["PushCore", "JOSE", "SSLCrypto", "CompactJSON"], swiftSettings: strict),
+
         // Push providers (FCM HTTP v1 now; HMS later) over CurlHTTP + SSLCrypto. No Foundation on the send path.
         .target(
             name: "Providers",
@@ -84,7 +91,8 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "PushCore", "PushProto", "KafkaClient", "Providers", "GatewayAPI", "JOSE",
+                "PushCore", "PushProto", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
+                "SSLCrypto", "CurlHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -97,7 +105,7 @@ let package = Package(
         .executableTarget(
             name: "PushGatewayCLI",
             dependencies: [
-                "Gateway",
+                "Gateway", "PushFormats", "JOSE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
@@ -106,6 +114,9 @@ let package = Package(
 
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
+        .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),
+        .testTarget(name: "RulesTests", dependencies: ["Rules", "CompactJSON"]),
+        .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto"]),
         .testTarget(
             name: "ProvidersTests",
             dependencies: ["Providers", "CurlHTTP", "SSLCrypto", .product(name: "Logging", package: "swift-log")]
@@ -113,7 +124,7 @@ let package = Package(
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [
-                "GatewayAPI", "Gateway", "PushProto",
+                "GatewayAPI", "Gateway", "PushProto", "SSLCrypto",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             linkerSettings: rdkafkaRuntimePath

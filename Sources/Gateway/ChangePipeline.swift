@@ -140,17 +140,44 @@ public final class ChangePipeline: Service, Sendable {
                 "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
                 metadata: ["app": "\(event.app)", "kafka.partition": "\(record.partition)"])
         }
-        guard let app = store.app(event.app) else {
+        guard let app = store.app(event.app), let profile = app.profile else {
             metrics.eventsSkipped.increment()
             finish(partition, record.offset)
             return
         }
         let now = Int64(Date().timeIntervalSince1970)
-        let (notifications, shadows) = app.withIndex { index in (index.apply(event, now: now), index.changedShadows) }
+        let limit = profile.settings.shadowMaxBytes
+        app.dataReplaced(at: event.path)
+        var oversized: [DataPath] = []
+        let (notifications, shadows) = app.withIndex { index in
+            var notifications = index.apply(event, now: now)
+            var shadows: [ShadowRecord] = []
+            for (path, value) in index.changedShadows {
+                let record = ShadowRecord(app: event.app, path: path, value: value)
+                // A node whose data outgrew the app's limit loses its value/childEvent subscriptions: too_big.
+                if record.encodedValue.count > limit {
+                    // The device gets the revocation instead of this event's notification.
+                    let removed = index.remove(index.dataSubscriptions(at: path))
+                    let gone = Set(removed.map(\.subscriber))
+                    notifications = notifications.compactMap { notification in
+                        guard notification.path == path else { return notification }
+                        var kept = notification
+                        kept.recipients.removeAll { gone.contains($0.subscriber) }
+                        return kept.recipients.isEmpty ? nil : kept
+                    }
+                    notifications += index.revocations(of: removed, reason: .tooBig)
+                    oversized.append(path)
+                } else {
+                    shadows.append(record)
+                }
+            }
+            return (notifications, shadows)
+        }
+        for path in oversized { app.markOversized(path) }
         metrics.eventsConsumed.increment()
         if !notifications.isEmpty { metrics.eventsMatched.increment() }
-        let deliveries = dispatcher.prepare(app: event.app, notifications: notifications)
-        var stateWrites: [StateRecord] = shadows.map { .shadow(ShadowRecord(app: event.app, path: $0.path, value: $0.value)) }
+        let deliveries = dispatcher.prepare(profile: profile, notifications: notifications)
+        var stateWrites: [StateRecord] = shadows.map { .shadow($0) }
         for notification in notifications {
             guard case .revoke = notification.content else { continue }
             for recipient in notification.recipients {

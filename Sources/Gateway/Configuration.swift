@@ -4,7 +4,7 @@ import Yams
 
 /// The gateway's configuration (docs/CONFIGURATION.md). Every field has an embedded default, so an empty
 /// configuration runs the gateway with an in-process broker and a console sink.
-public struct GatewayConfiguration: Codable, Sendable, Equatable {
+public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public struct HTTP: Codable, Sendable, Equatable {
         public var host = "127.0.0.1"
         public var port = 8080
@@ -18,6 +18,8 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         public var deadLetterTopic = "push.dlq"
         /// Compacted topic holding the subscriptions (the gateway's only state).
         public var stateTopic = "push.state"
+        /// Where the gateway asks upstream for the current value of a node (SPEC §4).
+        public var snapshotRequestsTopic = "push.snapshot-requests"
         /// Partitions of the embedded broker's topics.
         public var partitions = 4
         /// Extra librdkafka properties for every client.
@@ -53,6 +55,8 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
     public var subscriptions = Subscriptions()
     public var logging = Logging()
     public var apps: [String: AppSettings] = ["demo": AppSettings()]
+    /// Per-app settings files, reloaded without a restart (docs/CONFIGURATION.md).
+    public var appSettings = AppSettingsSource()
 
     public init() {}
 
@@ -90,10 +94,12 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
         if let value = environment["PUSH_KAFKA_STATE_TOPIC"], !value.isEmpty { kafka.stateTopic = value }
+        if let value = environment["PUSH_KAFKA_SNAPSHOT_REQUESTS_TOPIC"], !value.isEmpty { kafka.snapshotRequestsTopic = value }
         if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
         if let value = environment["PUSH_LOG_FORMAT"], !value.isEmpty { logging.format = value }
         if let value = environment["PUSH_LOG_LEVEL"], !value.isEmpty { logging.level = value }
+        if let value = environment["PUSH_APP_SETTINGS_DIR"] { appSettings.directory = value }
     }
 
     func validate() throws {
@@ -101,23 +107,13 @@ public struct GatewayConfiguration: Codable, Sendable, Equatable {
         guard ["text", "json"].contains(logging.format) else { throw ConfigurationError("logging.format must be text or json") }
         guard kafka.partitions > 0 else { throw ConfigurationError("kafka.partitions must be positive") }
         guard subscriptions.expirySweepSeconds > 0 else { throw ConfigurationError("subscriptions.expirySweepSeconds must be positive") }
+        guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
         for (name, app) in apps {
             guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }
-            guard app.subscriptionTTLSeconds > 0 else { throw ConfigurationError("apps.\(name).subscriptionTTLSeconds must be positive") }
+            do { try app.validate() } catch { throw ConfigurationError("apps.\(name): \(error.description)") }
         }
     }
-}
-
-/// The "console" settings of one app.
-public struct AppSettings: Codable, Sendable, Equatable {
-    public var enabled = true
-    /// Firebase service-account JSON file; empty: notifications go to the console sink.
-    public var fcmServiceAccountFile = ""
-    public var subscriptionTTLSeconds: Int64 = 30 * 24 * 3600
-    public var shadowMaxBytes = 64 * 1024
-
-    public init() {}
 }
 
 public struct ConfigurationError: Error, CustomStringConvertible {
@@ -128,7 +124,7 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 // Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
-    enum CodingKeys: String, CodingKey { case http, kafka, fcm, subscriptions, logging, apps }
+    enum CodingKeys: String, CodingKey { case http, kafka, fcm, subscriptions, logging, apps, appSettings }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         http = try c.decodeIfPresent(HTTP.self, forKey: .http) ?? HTTP()
@@ -137,6 +133,7 @@ extension GatewayConfiguration {
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": AppSettings()]
+        appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
     }
 }
 
@@ -151,7 +148,7 @@ extension GatewayConfiguration.HTTP {
 }
 
 extension GatewayConfiguration.Kafka {
-    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, partitioner, partitions, properties, maxInFlightRecords }
+    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, partitioner, partitions, properties, maxInFlightRecords }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -160,6 +157,7 @@ extension GatewayConfiguration.Kafka {
         changesTopic = try c.decodeIfPresent(String.self, forKey: .changesTopic) ?? changesTopic
         deadLetterTopic = try c.decodeIfPresent(String.self, forKey: .deadLetterTopic) ?? deadLetterTopic
         stateTopic = try c.decodeIfPresent(String.self, forKey: .stateTopic) ?? stateTopic
+        snapshotRequestsTopic = try c.decodeIfPresent(String.self, forKey: .snapshotRequestsTopic) ?? snapshotRequestsTopic
         partitioner = try c.decodeIfPresent(KeyPartitioner.self, forKey: .partitioner) ?? partitioner
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
@@ -196,17 +194,5 @@ extension GatewayConfiguration.Logging {
         self.init()
         format = try c.decodeIfPresent(String.self, forKey: .format) ?? format
         level = try c.decodeIfPresent(String.self, forKey: .level) ?? level
-    }
-}
-
-extension AppSettings {
-    enum CodingKeys: String, CodingKey { case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes }
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        self.init()
-        enabled = try c.decodeIfPresent(Bool.self, forKey: .enabled) ?? enabled
-        fcmServiceAccountFile = try c.decodeIfPresent(String.self, forKey: .fcmServiceAccountFile) ?? fcmServiceAccountFile
-        subscriptionTTLSeconds = try c.decodeIfPresent(Int64.self, forKey: .subscriptionTTLSeconds) ?? subscriptionTTLSeconds
-        shadowMaxBytes = try c.decodeIfPresent(Int.self, forKey: .shadowMaxBytes) ?? shadowMaxBytes
     }
 }

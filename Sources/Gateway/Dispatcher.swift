@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushFormats
 
 /// One notification to one subscriber, ready to send.
 struct Delivery: Sendable {
@@ -10,37 +11,55 @@ struct Delivery: Sendable {
     var ticket: OrderedDelivery.Ticket
 }
 
-/// Turns matched notifications into provider requests: builds each payload once per (node, mode, format),
-/// picks the sender of the subscriber's kind, and keeps per-subscriber order.
+/// Turns matched notifications into provider requests: builds each payload in the subscriber's format (v1
+/// once per node; v2 per subscription, since it names the subscription and is encrypted with the app's active
+/// key), picks the sender of the subscriber's kind from the app's settings, and keeps per-subscriber order.
 public final class Dispatcher: Sendable {
-    let senders: ProviderRegistry
     let ordering = OrderedDelivery()
     let metrics: GatewayMetrics
     let logger: Logger
 
-    init(senders: ProviderRegistry, metrics: GatewayMetrics, logger: Logger) {
-        self.senders = senders
+    init(metrics: GatewayMetrics, logger: Logger) {
         self.metrics = metrics
         self.logger = logger
     }
 
     /// Prepares the deliveries of an event's notifications. Runs on the consumer thread, in log order.
-    func prepare(app: String, notifications: [MatchedNotification]) -> [Delivery] {
+    func prepare(profile: AppProfile, notifications: [MatchedNotification]) -> [Delivery] {
+        let app = profile.name
         var deliveries: [Delivery] = []
         for notification in notifications {
-            guard let payload = V1Payload.build(app: app, path: notification.path, content: notification.content) else {
-                metrics.notificationFailed(provider: "none", reason: "payload_too_large")
-                logger.error("payload over 4093 bytes even without data: not sent", metadata: ["app": "\(app)", "sp": "\(notification.path)"])
-                continue
-            }
-            let bytes = payload.jsonBytes()
+            var v1Bytes: [UInt8]?
             if case .revoke(let reason) = notification.content {
                 metrics.revoked(reason: reason.rawValue, count: notification.recipients.count)
             }
             for recipient in notification.recipients {
-                guard let sender = senders.sender(app: app, kind: recipient.subscriber.kind) else {
+                guard let sender = profile.sender(for: recipient.subscriber.kind) else {
                     metrics.notificationFailed(provider: recipient.subscriber.kind.rawValue, reason: "no_provider")
                     continue
+                }
+                let bytes: [UInt8]
+                switch recipient.format {
+                case .v1:
+                    if v1Bytes == nil {
+                        v1Bytes = V1Payload.build(app: app, path: notification.path, content: notification.content)?.jsonBytes()
+                    }
+                    guard let v1Bytes else { tooLarge(app, notification); continue }
+                    bytes = v1Bytes
+                case .v2:
+                    let id = SubscriptionID.make(app: app, path: notification.path, subscriber: recipient.subscriber)
+                    do {
+                        guard
+                            let payload = try V2Payload.build(
+                                app: app, path: notification.path, subscriptionID: id, content: notification.content,
+                                key: profile.encryption?.active)
+                        else { tooLarge(app, notification); continue }
+                        bytes = payload.jsonBytes()
+                    } catch {
+                        metrics.notificationFailed(provider: sender.provider, reason: "encryption")
+                        logger.error("v2 payload not built", metadata: ["app": "\(app)", "error": "\(error)"])
+                        continue
+                    }
                 }
                 let key = "\(app)\u{0}\(recipient.subscriber.kind.rawValue)\u{0}\(recipient.subscriber.token)"
                 deliveries.append(
@@ -48,6 +67,12 @@ public final class Dispatcher: Sendable {
             }
         }
         return deliveries
+    }
+
+    private func tooLarge(_ app: String, _ notification: MatchedNotification) {
+        metrics.notificationFailed(provider: "none", reason: "payload_too_large")
+        logger.error(
+            "payload over 4093 bytes even without data: not sent", metadata: ["app": "\(app)", "sp": "\(notification.path)"])
     }
 
     /// Sends one delivery after the earlier ones to the same subscriber.

@@ -1,8 +1,10 @@
+import CurlHTTP
 import Foundation
 import GatewayAPI
 import Hummingbird
 import KafkaClient
 import Logging
+import Providers
 import ServiceLifecycle
 
 /// Builds the gateway from its configuration and runs it until SIGTERM/SIGINT.
@@ -29,6 +31,7 @@ public struct GatewayApp {
             try cluster.createTopic(kafka.changesTopic, partitions: Int32(kafka.partitions))
             try cluster.createTopic(kafka.deadLetterTopic, partitions: Int32(kafka.partitions))
             try cluster.createTopic(kafka.stateTopic, partitions: Int32(kafka.partitions))
+            try cluster.createTopic(kafka.snapshotRequestsTopic, partitions: Int32(kafka.partitions))
             kafka.brokers = cluster.bootstrapServers
             embedded = cluster
             logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
@@ -38,9 +41,25 @@ public struct GatewayApp {
 
         let metrics = GatewayMetrics()
         let readiness = Readiness()
-        let store = SubscriptionStore(apps: configuration.apps)
-        let providers = try ProviderRegistry(configuration: configuration, logger: logger)
-        let dispatcher = Dispatcher(senders: providers, metrics: metrics, logger: logger)
+        let store = SubscriptionStore()
+        let httpClient = try HTTPClient(
+            configuration: HTTPClientConfiguration(
+                maxConnectionsPerHost: configuration.fcm.maxConnections,
+                caFile: configuration.fcm.caFile.isEmpty ? nil : configuration.fcm.caFile),
+            logger: logger)
+        let profiles = AppProfileBuilder(
+            httpClient: httpClient,
+            fcm: FCMConfiguration(
+                baseURL: configuration.fcm.baseURL,
+                tokenURL: configuration.fcm.tokenURL.isEmpty ? nil : configuration.fcm.tokenURL,
+                requestTimeout: .milliseconds(configuration.fcm.requestTimeoutMs)),
+            logger: logger)
+        let sweeperBox = Mutex<RevocationSweeper?>(nil)
+        let reloader = AppSettingsReloader(
+            inline: configuration.apps, source: configuration.appSettings, store: store, builder: profiles,
+            metrics: metrics, logger: logger, onChange: { _ in sweeperBox.withLock { $0?.poke() } })
+        try reloader.loadInitial()
+        let dispatcher = Dispatcher(metrics: metrics, logger: logger)
 
         var clientProperties = kafka.properties
         clientProperties["bootstrap.servers"] = kafka.brokers
@@ -73,14 +92,19 @@ public struct GatewayApp {
             configuration: kafka, readiness: readiness, stateLog: stateLog, ownership: ownership, logger: logger)
         pipelineBox.set(pipeline)
 
-        let sweeper = ExpirySweeper(
+        let sweeper = RevocationSweeper(
             store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership,
             interval: .seconds(configuration.subscriptions.expirySweepSeconds), logger: logger)
-        let service = SubscriptionService(store: store, writer: stateLog, metrics: metrics, logger: logger)
+        sweeperBox.withLock { $0 = sweeper }
+        let service = SubscriptionService(
+            store: store, writer: stateLog,
+            snapshots: KafkaSnapshotRequester(producer: producer, topic: kafka.snapshotRequestsTopic, logger: logger),
+            metrics: metrics, logger: logger)
         let router = Routes.router(
-            subscriptions: service, probe: Probe(readiness: readiness, stateLog: stateLog, metrics: metrics, store: store))
+            subscriptions: service, v2: service,
+            probe: Probe(readiness: readiness, stateLog: stateLog, metrics: metrics, store: store))
         let host = configuration.http.host
-        let consoleApps = store.appNames.filter { providers.usesConsole(app: $0) }
+        let consoleApps = store.configuredAppNames.filter { store.app($0)?.profile?.usesConsole ?? false }
         let brokers = kafka.brokers
         let topic = kafka.changesTopic
         let logger = self.logger
@@ -104,11 +128,12 @@ public struct GatewayApp {
                     .init(service: http),
                     .init(service: pipeline),
                     .init(service: sweeper),
+                    .init(service: reloader),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()
-        await providers.shutdown()
+        await httpClient.shutdown()
         logger.info("stopped")
     }
 }

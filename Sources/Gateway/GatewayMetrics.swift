@@ -80,6 +80,22 @@ public final class GatewayMetrics: Sendable {
         counter("revoked", Self.revocations, [("reason", reason)]).increment(by: Int64(count))
     }
 
+    private static var settingsReloads: MetricNameDescriptor {
+        name("app_settings_loads", unit: "total", help: "App settings files read, by result (loaded, refused, removed)")
+    }
+
+    public func appSettingsLoaded(result: String) {
+        counter("settings", Self.settingsReloads, [("result", result)]).increment()
+    }
+
+    private static var apiAuth: MetricNameDescriptor {
+        name("api_auth_failures", unit: "total", help: "API requests refused by authentication or rules, by reason")
+    }
+
+    public func authFailure(reason: String) {
+        counter("auth", Self.apiAuth, [("reason", reason)]).increment()
+    }
+
     public func deadLetter(category: String) {
         counter("dead", Self.deadLetters, [("category", category)]).increment()
     }

@@ -23,7 +23,7 @@ public struct InMemorySubscriptionWriter: SubscriptionWriter {
     public init(store: SubscriptionStore) { self.store = store }
 
     public func write(_ records: [StateRecord]) async throws(WriteError) {
-        for record in records { store.app(record.app)?.withIndex { record.apply(to: $0) } }
+        for record in records { store.state(record.app).withIndex { record.apply(to: $0) } }
     }
 }
 
@@ -177,8 +177,8 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
                 if case .shadow = decoded, ownership.owns(app: decoded.app) {
                     return markApplied(record)
                 }
-                // Apps without settings keep their records in the topic; they are applied if the app comes back.
-                store.app(decoded.app)?.withIndex { index in decoded.apply(to: index) }
+                // Apps without settings are indexed too: their subscriptions are served once settings appear.
+                store.state(decoded.app).withIndex { index in decoded.apply(to: index) }
             } catch {
                 logger.error("unreadable state record skipped", metadata: ["kafka.offset": "\(record.offset)", "error": "\(error)"])
             }

@@ -1,16 +1,43 @@
 import PushCore
 import Synchronization
 
-/// One app's index behind its own lock: API calls and event processing of different apps never contend.
+/// One app's index behind its own lock (API calls and event processing of different apps never contend),
+/// and its current settings. An app whose settings are missing (or were removed) keeps its index: its
+/// subscriptions stay stored and come back when its settings do.
 public final class AppState: Sendable {
     public let name: String
-    public let settings: AppSettings
     private let index: Mutex<AppIndex>
+    private let current = Mutex<AppProfile?>(nil)
+    /// Nodes whose data was found over the app's limit (their subscriptions were revoked with `too_big`):
+    /// subscribing there in `value`/`childEvent` mode is refused with 403 `too_big` until a write at or above
+    /// the node replaces its data. In memory, bounded.
+    private let oversized = Mutex<Set<DataPath>>([])
+    static let maximumOversizedNodes = 10_000
 
-    init(name: String, settings: AppSettings) {
+    init(name: String) {
         self.name = name
-        self.settings = settings
         self.index = Mutex(AppIndex(app: name))
+    }
+
+    /// The app's settings now; nil when the app is not configured.
+    public var profile: AppProfile? { current.withLock { $0 } }
+
+    func setProfile(_ profile: AppProfile?) { current.withLock { $0 = profile } }
+
+    func markOversized(_ path: DataPath) {
+        oversized.withLock { set in
+            if set.count < Self.maximumOversizedNodes { set.insert(path) }
+        }
+    }
+
+    func isOversized(_ path: DataPath) -> Bool { oversized.withLock { $0.contains(path) } }
+
+    /// A write at `path` replaced the data of every node at or below it.
+    func dataReplaced(at path: DataPath) {
+        oversized.withLock { set in
+            guard !set.isEmpty else { return }
+            set = set.filter { !$0.segments.starts(with: path.segments) }
+        }
     }
 
     /// Runs `body` with exclusive access to the app's index.
@@ -19,26 +46,51 @@ public final class AppState: Sendable {
     }
 }
 
-/// The subscriptions of every configured app.
+/// The subscriptions of every app seen in the state topic or in the settings.
 public final class SubscriptionStore: Sendable {
-    private let apps: [String: AppState]
+    private let states = Mutex<[String: AppState]>([:])
 
-    public init(apps: [String: AppSettings]) {
-        var states: [String: AppState] = [:]
-        for (name, settings) in apps { states[name] = AppState(name: name, settings: settings) }
-        self.apps = states
+    public init() {}
+
+    /// A store of apps with fixed settings (tests). Apps with FCM credentials are refused.
+    public convenience init(apps: [String: AppSettings]) throws {
+        self.init()
+        let builder = AppProfileBuilder(httpClient: nil, fcm: .init(), logger: .init(label: "test"))
+        for (name, settings) in apps {
+            state(name).setProfile(try builder.build(name: name, settings: settings, previous: nil))
+        }
     }
 
-    public func app(_ name: String) -> AppState? { apps[name] }
+    /// The state of a configured app; nil when the app has no settings.
+    public func app(_ name: String) -> AppState? {
+        guard let state = states.withLock({ $0[name] }), state.profile != nil else { return nil }
+        return state
+    }
 
-    public var appNames: [String] { apps.keys.sorted() }
+    /// The state of `name`, created when missing (the state topic may hold apps not configured yet).
+    func state(_ name: String) -> AppState {
+        states.withLock { states in
+            if let state = states[name] { return state }
+            let state = AppState(name: name)
+            states[name] = state
+            return state
+        }
+    }
+
+    /// Every app with an index or settings.
+    public var appNames: [String] { states.withLock { $0.keys.sorted() } }
+
+    /// Names of the configured apps.
+    public var configuredAppNames: [String] {
+        states.withLock { $0.values.filter { $0.profile != nil }.map(\.name).sorted() }
+    }
 
     /// Total subscriptions and shadows (for the gauges).
     public func counts() -> (subscriptions: Int, shadowsKept: Int, shadowsSeeded: Int) {
         var subscriptions = 0
         var kept = 0
         var seeded = 0
-        for state in apps.values {
+        for state in states.withLock({ Array($0.values) }) {
             let (count, shadows) = state.withIndex { index in (index.subscriptionCount, index.shadowCounts()) }
             subscriptions += count
             kept += shadows.kept

@@ -21,6 +21,9 @@ public struct APIError: Error, Sendable, Equatable {
     }
     public static func permissionDenied(_ message: String) -> APIError { APIError(.forbidden, "permission_denied", message) }
     public static func tooBig(_ message: String) -> APIError { APIError(.forbidden, "too_big", message) }
+    public static func unauthorized(_ message: String) -> APIError { APIError(.unauthorized, "unauthorized", message) }
+    public static func conflict(_ message: String) -> APIError { APIError(.conflict, "already_exists", message) }
+    public static func notFound(_ message: String) -> APIError { APIError(.notFound, "not_found", message) }
     public static func unavailable(_ message: String) -> APIError { APIError(.serviceUnavailable, "unavailable", message) }
     public static func internalError(_ message: String) -> APIError { APIError(.internalServerError, "internal", message) }
 }

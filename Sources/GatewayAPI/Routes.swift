@@ -5,7 +5,7 @@ import PushCore
 /// The HTTP routes: v1 wake-up API, operations endpoints, the OpenAPI document.
 public enum Routes {
     public static func router(
-        subscriptions: some SubscriptionAPI, probe: some OperationsProbe
+        subscriptions: some SubscriptionAPI, v2: some V2SubscriptionAPI, probe: some OperationsProbe
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: UnmatchedRouteMiddleware())
@@ -66,6 +66,7 @@ public enum Routes {
             router.put(RouterPath(pattern), use: wakeup)
             router.delete(RouterPath(pattern), use: wakeup)
         }
+        V2Routes.add(to: router, api: v2)
         return router
     }
 

@@ -45,3 +45,103 @@ public protocol OperationsProbe: Sendable {
     /// Prometheus text exposition.
     func metricsText() -> String
 }
+
+/// The body of a v2 subscribe or update request (seed 001), validated.
+public struct V2SubscriptionRequest: Sendable, Equatable {
+    public var kind: SubscriberKind
+    public var mode: SubscriptionMode
+    public var path: DataPath
+    /// The push token (FCM registration token, HMS token).
+    public var context: String
+    /// Nil: the app's default lifetime. 0: delete the subscription.
+    public var expirationTimestampSeconds: Int64?
+    public var format: NotificationFormat
+
+    public init(
+        kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String, expirationTimestampSeconds: Int64?,
+        format: NotificationFormat
+    ) {
+        self.kind = kind
+        self.mode = mode
+        self.path = path
+        self.context = context
+        self.expirationTimestampSeconds = expirationTimestampSeconds
+        self.format = format
+    }
+}
+
+/// A v2 subscription document, as the API returns it.
+public struct V2SubscriptionDocument: Sendable, Equatable {
+    public var id: String
+    public var uid: String
+    public var kind: SubscriberKind
+    public var mode: SubscriptionMode
+    public var path: DataPath
+    public var context: String
+    public var expirationTimestampSeconds: Int64
+    public var format: NotificationFormat
+
+    public init(
+        id: String, uid: String, kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String,
+        expirationTimestampSeconds: Int64, format: NotificationFormat
+    ) {
+        self.id = id
+        self.uid = uid
+        self.kind = kind
+        self.mode = mode
+        self.path = path
+        self.context = context
+        self.expirationTimestampSeconds = expirationTimestampSeconds
+        self.format = format
+    }
+
+    public var json: JSONValue {
+        .object([
+            "id": .string(id), "uid": .string(uid), "kind": .string(kind.rawValue), "mode": .string(mode.rawValue),
+            "path": .string(path.description), "context": .string(context),
+            "expirationTimestampSeconds": .number(String(expirationTimestampSeconds)), "format": .string(format.rawValue),
+        ])
+    }
+}
+
+/// What a v2 create/update did.
+public enum V2WriteOutcome: Sendable, Equatable {
+    case created(V2SubscriptionDocument)
+    case updated(V2SubscriptionDocument)
+    /// `expirationTimestampSeconds: 0`.
+    case deleted
+}
+
+/// The v2 subscriptions API (seed 001). `bearer` is the `Authorization: Bearer` token, nil when absent.
+public protocol V2SubscriptionAPI: Sendable {
+    func create(app: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
+        -> V2WriteOutcome
+    /// `request` fields other than mode, format and expiry must match the subscription `id` names.
+    func update(app: String, uid: String, id: String, bearer: String?, request: V2PartialRequest) async throws(APIError)
+        -> V2WriteOutcome
+    func list(app: String, uid: String, bearer: String?) async throws(APIError) -> [V2SubscriptionDocument]
+    func get(app: String, uid: String, id: String, bearer: String?) async throws(APIError) -> V2SubscriptionDocument
+    func delete(app: String, uid: String, id: String, bearer: String?) async throws(APIError)
+}
+
+/// The body of a v2 `PUT .../{uid}/{id}`: every field optional; absent ones keep the subscription's values.
+public struct V2PartialRequest: Sendable, Equatable {
+    public var kind: SubscriberKind?
+    public var mode: SubscriptionMode?
+    public var path: DataPath?
+    public var context: String?
+    public var expirationTimestampSeconds: Int64?
+    public var format: NotificationFormat?
+
+    public init(
+        kind: SubscriberKind? = nil, mode: SubscriptionMode? = nil, path: DataPath? = nil, context: String? = nil,
+        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil
+    ) {
+        self.kind = kind
+        self.mode = mode
+        self.path = path
+        self.context = context
+        self.expirationTimestampSeconds = expirationTimestampSeconds
+        self.format = format
+    }
+}

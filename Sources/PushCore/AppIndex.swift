@@ -32,9 +32,17 @@ public final class AppIndex {
         var shadow: JSONValue?
     }
 
+    /// A v2 subscription's place in the trie, for the per-user index.
+    struct UserEntry: Hashable {
+        var path: DataPath
+        var subscriber: SubscriberKey
+    }
+
     public let app: String
     let root = Node()
     public private(set) var subscriptionCount = 0
+    /// The subscriptions of each v2 user (subscribers with a uid), for the v2 API's list/get by id.
+    private var byUser: [String: Set<UserEntry>] = [:]
     /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
     public internal(set) var changedShadows: [(path: DataPath, value: JSONValue)] = []
 
@@ -71,6 +79,7 @@ public final class AppIndex {
         if previous != nil { return .refreshed }
         for member in chain { member.subtreeCount += 1 }
         subscriptionCount += 1
+        if let uid = subscriber.uid { byUser[uid, default: []].insert(UserEntry(path: path, subscriber: subscriber)) }
         return .created
     }
 
@@ -100,7 +109,21 @@ public final class AppIndex {
             }
         }
         subscriptionCount -= 1
+        if let uid = subscriber.uid, var entries = byUser[uid] {
+            entries.remove(UserEntry(path: path, subscriber: subscriber))
+            byUser[uid] = entries.isEmpty ? nil : entries
+        }
         return removed
+    }
+
+    /// The subscriptions of v2 user `uid`, ordered by path then token.
+    public func subscriptions(ofUser uid: String) -> [Subscription] {
+        guard let entries = byUser[uid] else { return [] }
+        return entries.compactMap { entry in
+            subscription(path: entry.path, subscriber: entry.subscriber).map {
+                Subscription(path: entry.path, subscriber: entry.subscriber, settings: $0)
+            }
+        }.sorted { ($0.path.description, $0.subscriber.token) < ($1.path.description, $1.subscriber.token) }
     }
 
     /// The subscription of `subscriber` at `path`, if any.
@@ -161,6 +184,37 @@ public final class AppIndex {
         allSubscriptions().filter { $0.settings.expiresAt <= now }
     }
 
+    /// The `value`/`childEvent` subscriptions at `path` (those that need its shadow).
+    public func dataSubscriptions(at path: DataPath) -> [Subscription] {
+        var result: [Subscription] = []
+        node(at: path)?.payload?.subscribers.forEach { subscriber, settings in
+            if settings.mode.needsData { result.append(Subscription(path: path, subscriber: subscriber, settings: settings)) }
+        }
+        return result
+    }
+
+    /// The `value`/`childEvent` subscriptions whose node's shadow is longer than `limit` bytes as compact JSON.
+    public func subscriptionsWithShadows(over limit: Int) -> [Subscription] {
+        var result: [Subscription] = []
+        func visit(_ node: Node, _ path: [String]) {
+            if let shadow = node.shadow, node.dataSubscriberCount > 0, JSONWriter.bytes(shadow).count > limit {
+                result += dataSubscriptions(at: DataPath(validatedSegments: path))
+            }
+            node.children.forEach { key, child in visit(child, path + [key]) }
+        }
+        visit(root, [])
+        return result
+    }
+
+    /// Removes the given subscriptions (those that still exist); returns the removed ones.
+    public func remove(_ subscriptions: [Subscription]) -> [Subscription] {
+        subscriptions.compactMap { subscription in
+            unsubscribe(path: subscription.path, subscriber: subscription.subscriber).map {
+                Subscription(path: subscription.path, subscriber: subscription.subscriber, settings: $0)
+            }
+        }
+    }
+
     /// Removes every subscription; returns them.
     public func removeAll() -> [Subscription] {
         let all = allSubscriptions()
@@ -168,6 +222,7 @@ public final class AppIndex {
         root.payload = nil
         root.subtreeCount = 0
         subscriptionCount = 0
+        byUser = [:]
         return all
     }
 }

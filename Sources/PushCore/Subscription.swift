@@ -49,11 +49,15 @@ public struct SubscriptionSettings: Sendable, Equatable {
     public var expiresAt: Int64
     public var mode: SubscriptionMode
     public var format: NotificationFormat
+    /// The uid of the auth token the subscription was made with (nil without a token), so that the app's
+    /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid.
+    public var authUID: String?
 
-    public init(mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64) {
+    public init(mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil) {
         self.expiresAt = expiresAt
         self.mode = mode
         self.format = format
+        self.authUID = authUID
     }
 }
 

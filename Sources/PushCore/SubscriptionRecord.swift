@@ -3,7 +3,7 @@
 /// operator can read the topic with kcat:
 ///
 ///     key:   ["toto","/some/path","mobile","<token>",""]        (app, path, kind, token, uid)
-///     value: {"expiresAt":1767225600,"format":"v1","mode":"value"}
+///     value: {"expiresAt":1767225600,"format":"v1","mode":"value"}     (+ "authUID" when made with a token)
 public struct SubscriptionRecord: Sendable, Equatable {
     public var app: String
     public var subscription: Subscription
@@ -31,14 +31,15 @@ public struct SubscriptionRecord: Sendable, Equatable {
             ]))
     }
 
-    /// Nil for a tombstone.
+    /// Nil for a tombstone. `authUID` is written only when the subscription was made with an auth token.
     public var value: [UInt8]? {
         guard let settings else { return nil }
-        return JSONWriter.bytes(
-            .object([
-                "expiresAt": .number(String(settings.expiresAt)), "format": .string(settings.format.rawValue),
-                "mode": .string(settings.mode.rawValue),
-            ]))
+        var document: [String: JSONValue] = [
+            "expiresAt": .number(String(settings.expiresAt)), "format": .string(settings.format.rawValue),
+            "mode": .string(settings.mode.rawValue),
+        ]
+        if let uid = settings.authUID { document["authUID"] = .string(uid) }
+        return JSONWriter.bytes(.object(document))
     }
 
     public struct DecodingError: Error, CustomStringConvertible {
@@ -63,7 +64,8 @@ public struct SubscriptionRecord: Sendable, Equatable {
             let mode = document["mode"]?.stringValue.flatMap(SubscriptionMode.init(rawValue:)),
             let format = document["format"]?.stringValue.flatMap(NotificationFormat.init(rawValue:))
         else { throw DecodingError(description: "bad state record value") }
-        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: expiresAt)
+        let authUID = document["authUID"]?.stringValue
+        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: expiresAt, authUID: authUID)
         return SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
     }
 

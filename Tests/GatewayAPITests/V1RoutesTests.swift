@@ -15,15 +15,16 @@ final class V1RoutesTests: XCTestCase {
         let app: Application<RouterResponder<BasicRequestContext>>
     }
 
-    func makeFixture() -> Fixture {
+    func makeFixture() throws -> Fixture {
         var off = AppSettings()
         off.enabled = false
-        let store = SubscriptionStore(apps: ["toto": AppSettings(), "off": off])
+        let store = try SubscriptionStore(apps: ["toto": AppSettings(), "off": off])
         let metrics = GatewayMetrics()
         let readiness = Readiness()
         let service = SubscriptionService(
-            store: store, writer: InMemorySubscriptionWriter(store: store), metrics: metrics, logger: Logger(label: "test"))
-        let router = Routes.router(subscriptions: service, probe: Probe(readiness: readiness, stateLog: nil, metrics: metrics, store: store))
+            store: store, writer: InMemorySubscriptionWriter(store: store), snapshots: nil, metrics: metrics,
+            logger: Logger(label: "test"))
+        let router = Routes.router(subscriptions: service, v2: service, probe: Probe(readiness: readiness, stateLog: nil, metrics: metrics, store: store))
         return Fixture(store: store, readiness: readiness, app: Application(router: router))
     }
 
@@ -37,7 +38,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testSubscribeRefreshAndUnsubscribe() async throws {
-        let fixture = makeFixture()
+        let fixture = try makeFixture()
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/base/toto/.wakeup/some/webcom/path?id=dev1&mode=value", method: .put) { response in
                 XCTAssertEqual(response.status, .noContent)
@@ -58,7 +59,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testDefaultsRootAndEncoding() async throws {
-        let fixture = makeFixture()
+        let fixture = try makeFixture()
         try await fixture.app.test(.router) { client in
             for uri in ["/base/toto/.wakeup?id=a", "/base/toto/.wakeup/?id=b", "/base/toto/.wakeup/caf%C3%A9/x%20y?id=c%3Ad&mode=null"] {
                 try await client.execute(uri: uri, method: .put) { response in XCTAssertEqual(response.status, .noContent, uri) }
@@ -76,7 +77,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testErrors() async throws {
-        let fixture = makeFixture()
+        let fixture = try makeFixture()
         typealias Case = (uri: String, method: HTTPRequest.Method, status: HTTPResponse.Status, code: String)
         let longPath: String = "/base/toto/.wakeup/" + String(repeating: "a", count: 2048) + "?id=x"
         let cases: [Case] = [
@@ -115,7 +116,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testOperationsEndpoints() async throws {
-        let fixture = makeFixture()
+        let fixture = try makeFixture()
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/healthz", method: .get) { XCTAssertEqual($0.status, .ok) }
             try await client.execute(uri: "/readyz", method: .get) { response in
@@ -136,7 +137,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testUnmatchedRoutesAndDeviceIDLimits() async throws {
-        let fixture = makeFixture()
+        let fixture = try makeFixture()
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/healthz", method: .post) { response in
                 XCTAssertEqual(response.status, .methodNotAllowed)

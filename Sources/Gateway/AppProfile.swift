@@ -1,0 +1,130 @@
+import Auth
+import CurlHTTP
+import Foundation
+import JOSE
+import Logging
+import Providers
+import PushCore
+import PushFormats
+import Rules
+import SSLCrypto
+
+/// One app's settings, checked and compiled: the token verifier, the read rules, the encryption keys and the
+/// senders. Immutable; a reload builds a new profile and swaps it in (``AppState``), so a request or an event
+/// sees one consistent version.
+public final class AppProfile: Sendable {
+    public let name: String
+    public let settings: AppSettings
+    /// Nil when the app has no auth keys: then no token can be verified (v1 `token` is refused, v2 is 401).
+    let verifier: JWTVerifier?
+    let rules: ReadRules
+    /// Changes whenever the rules document changes: the revocation sweep re-checks subscriptions then.
+    let rulesFingerprint: String
+    let encryption: AppEncryptionKeys?
+    let senders: [SubscriberKind: any PushSender]
+    /// SHA-256 of the FCM service account file, to keep the FCM client (and its cached token) across reloads.
+    let fcmAccountFingerprint: String?
+
+    init(
+        name: String, settings: AppSettings, verifier: JWTVerifier?, rules: ReadRules, rulesFingerprint: String,
+        encryption: AppEncryptionKeys?, senders: [SubscriberKind: any PushSender], fcmAccountFingerprint: String?
+    ) {
+        self.name = name
+        self.settings = settings
+        self.verifier = verifier
+        self.rules = rules
+        self.rulesFingerprint = rulesFingerprint
+        self.encryption = encryption
+        self.senders = senders
+        self.fcmAccountFingerprint = fcmAccountFingerprint
+    }
+
+    var enabled: Bool { settings.enabled }
+
+    func sender(for kind: SubscriberKind) -> (any PushSender)? { senders[kind] }
+
+    var usesConsole: Bool { senders[.mobile] is ConsoleSink }
+}
+
+/// Builds ``AppProfile``s from settings: parses keys and rules, loads credentials, creates provider clients
+/// (reusing the previous profile's FCM client when its service account did not change).
+public struct AppProfileBuilder: Sendable {
+    /// Nil in tests: apps with an FCM service account are then refused.
+    let httpClient: HTTPClient?
+    let fcm: FCMConfiguration
+    let logger: Logger
+
+    init(httpClient: HTTPClient?, fcm: FCMConfiguration, logger: Logger) {
+        self.httpClient = httpClient
+        self.fcm = fcm
+        self.logger = logger
+    }
+
+    func build(name: String, settings: AppSettings, previous: AppProfile?) throws(ConfigurationError) -> AppProfile {
+        try settings.validate()
+        var keys: [AuthKey] = []
+        for (position, entry) in settings.authKeys.enumerated() {
+            do {
+                keys.append(try AuthKey.parse(entry))
+            } catch {
+                throw ConfigurationError("authKeys[\(position)]: \(error)")
+            }
+        }
+        let rules: ReadRules
+        var rulesFingerprint = ""
+        if let document = settings.rules {
+            do {
+                rules = try ReadRules(document: document)
+            } catch {
+                throw ConfigurationError("rules: \(error)")
+            }
+            rulesFingerprint = Self.fingerprint(JSONWriter.bytes(document))
+        } else {
+            rules = ReadRules.allowAll
+        }
+        var encryption: AppEncryptionKeys?
+        if let document = settings.encryption {
+            do {
+                encryption = try AppEncryptionKeys.parse(document)
+            } catch {
+                throw ConfigurationError("encryption: \(error)")
+            }
+        }
+        var senders: [SubscriberKind: any PushSender] = [:]
+        var accountFingerprint: String?
+        if settings.fcmServiceAccountFile.isEmpty {
+            senders[.mobile] = ConsoleSink(app: name)
+        } else {
+            let bytes: [UInt8]
+            do {
+                bytes = Array(try Data(contentsOf: URL(fileURLWithPath: settings.fcmServiceAccountFile)))
+            } catch {
+                throw ConfigurationError("fcmServiceAccountFile \(settings.fcmServiceAccountFile): cannot read it (\(error.localizedDescription))")
+            }
+            let fingerprint = Self.fingerprint(bytes)
+            accountFingerprint = fingerprint
+            if let previous, previous.fcmAccountFingerprint == fingerprint, let sender = previous.senders[.mobile] {
+                senders[.mobile] = sender
+            } else {
+                guard let httpClient else { throw ConfigurationError("fcmServiceAccountFile: no HTTP client") }
+                do {
+                    let account = try FCMServiceAccount(json: bytes)
+                    let client = try FCMClient(serviceAccount: account, httpClient: httpClient, configuration: fcm, logger: logger)
+                    senders[.mobile] = FCMSender(client: client)
+                } catch {
+                    throw ConfigurationError("fcmServiceAccountFile \(settings.fcmServiceAccountFile): \(error)")
+                }
+            }
+        }
+        // HMS sending comes with issue 5: until then huawei subscriptions are printed on the console.
+        senders[.huawei] = ConsoleSink(app: name)
+        return AppProfile(
+            name: name, settings: settings, verifier: keys.isEmpty ? nil : JWTVerifier(keys: keys), rules: rules,
+            rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
+            fcmAccountFingerprint: accountFingerprint)
+    }
+
+    static func fingerprint(_ bytes: [UInt8]) -> String {
+        Base64URL.encode(SHA256.hash(bytes))
+    }
+}

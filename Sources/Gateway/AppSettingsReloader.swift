@@ -1,0 +1,157 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+import SSLCrypto
+import Synchronization
+import Yams
+
+/// Keeps every app's settings current: the `apps` of the main configuration, overridden by one file per app
+/// in `appSettings.directory` (`<app>.yaml`, `.yml` or `.json`; hidden entries such as a ConfigMap's `..data`
+/// are skipped). The directory is re-read every `appSettings.reloadSeconds`; a file whose content (or whose
+/// FCM service account file) changed is parsed and compiled again.
+///
+/// A file that does not parse or validate is refused with an error log line naming the file and the reason,
+/// and the app keeps its last good settings. A removed file makes the app unknown again (the API answers
+/// `namespace_does_not_exist`, events are skipped) but keeps its subscriptions in the state topic: a mistaken
+/// deletion of a settings file must not lose them.
+final class AppSettingsReloader: Service, Sendable {
+    private struct Entry: Sendable {
+        var fingerprint: String
+    }
+
+    private let inline: [String: AppSettings]
+    private let source: AppSettingsSource
+    private let store: SubscriptionStore
+    private let builder: AppProfileBuilder
+    private let metrics: GatewayMetrics
+    private let logger: Logger
+    private let onChange: @Sendable ([String]) -> Void
+    private let files = Mutex<[String: Entry]>([:])
+
+    init(
+        inline: [String: AppSettings], source: AppSettingsSource, store: SubscriptionStore, builder: AppProfileBuilder,
+        metrics: GatewayMetrics, logger: Logger, onChange: @escaping @Sendable ([String]) -> Void
+    ) {
+        self.inline = inline
+        self.source = source
+        self.store = store
+        self.builder = builder
+        self.metrics = metrics
+        self.logger = logger
+        self.onChange = onChange
+    }
+
+    /// Applies the inline apps, then the directory. Errors in the main configuration's apps are fatal (the
+    /// configuration was validated); errors in a file only refuse that file.
+    func loadInitial() throws {
+        for (name, settings) in inline.sorted(by: { $0.key < $1.key }) {
+            do {
+                store.state(name).setProfile(try builder.build(name: name, settings: settings, previous: nil))
+            } catch {
+                throw ConfigurationError("apps.\(name): \(error.description)")
+            }
+        }
+        _ = reload()
+    }
+
+    func run() async throws {
+        guard !source.directory.isEmpty else { return }
+        logger.info("watching app settings", metadata: ["directory": "\(source.directory)"])
+        while !Task.isShuttingDownGracefully {
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(self.source.reloadSeconds)) }
+            } catch {
+                return
+            }
+            let changed = reload()
+            if !changed.isEmpty { onChange(changed) }
+        }
+    }
+
+    /// Re-reads the directory; returns the apps whose settings changed.
+    func reload() -> [String] {
+        guard !source.directory.isEmpty else { return [] }
+        let found: [String: URL]
+        do {
+            found = try settingsFiles()
+        } catch {
+            logger.error(
+                "cannot list the app settings directory; settings stay as they are",
+                metadata: ["directory": "\(source.directory)", "error": "\(error.localizedDescription)"])
+            return []
+        }
+        var changed: [String] = []
+        let previous = files.withLock { $0 }
+        for (app, url) in found.sorted(by: { $0.key < $1.key }) {
+            guard let bytes = try? Data(contentsOf: url) else {
+                logger.error("cannot read app settings file", metadata: ["file": "\(url.path)"])
+                continue
+            }
+            let fingerprint = self.fingerprint(bytes)
+            if previous[app]?.fingerprint == fingerprint { continue }
+            files.withLock { $0[app] = Entry(fingerprint: fingerprint) }
+            let state = store.state(app)
+            do {
+                let settings: AppSettings
+                do {
+                    settings = try YAMLDecoder().decode(AppSettings.self, from: String(decoding: bytes, as: UTF8.self))
+                } catch {
+                    throw ConfigurationError("not valid settings YAML/JSON: \(error)")
+                }
+                state.setProfile(try builder.build(name: app, settings: settings, previous: state.profile))
+                metrics.appSettingsLoaded(result: "loaded")
+                logger.notice(
+                    "app settings loaded",
+                    metadata: ["app": "\(app)", "file": "\(url.path)", "enabled": "\(settings.enabled)"])
+                changed.append(app)
+            } catch {
+                metrics.appSettingsLoaded(result: "refused")
+                logger.error(
+                    "app settings refused; the last good settings stay in force",
+                    metadata: [
+                        "app": "\(app)", "file": "\(url.path)", "error": "\(error)",
+                        "settings.in.force": "\(state.profile == nil ? "none (app not served)" : "previous")",
+                    ])
+            }
+        }
+        for app in previous.keys where found[app] == nil {
+            files.withLock { $0[app] = nil }
+            let fallback = inline[app].flatMap { try? builder.build(name: app, settings: $0, previous: nil) }
+            store.state(app).setProfile(fallback)
+            metrics.appSettingsLoaded(result: "removed")
+            logger.warning(
+                "app settings file removed: the app is no longer served (its subscriptions are kept)",
+                metadata: ["app": "\(app)"])
+            changed.append(app)
+        }
+        return changed
+    }
+
+    private func settingsFiles() throws -> [String: URL] {
+        let directory = URL(fileURLWithPath: source.directory, isDirectory: true)
+        var result: [String: URL] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: source.directory) where !name.hasPrefix(".") {
+            let url = directory.appendingPathComponent(name)
+            let ext = url.pathExtension
+            guard ["yaml", "yml", "json"].contains(ext) else { continue }
+            let app = url.deletingPathExtension().lastPathComponent
+            guard !app.isEmpty else { continue }
+            result[app] = url
+        }
+        return result
+    }
+
+    /// The file's content plus, when it names one, its FCM service account file's (a rotated Secret
+    /// changes the fingerprint too).
+    private func fingerprint(_ bytes: Data) -> String {
+        var material = Array(bytes)
+        if let settings = try? YAMLDecoder().decode(AppSettings.self, from: String(decoding: bytes, as: UTF8.self)),
+            !settings.fcmServiceAccountFile.isEmpty,
+            let account = try? Data(contentsOf: URL(fileURLWithPath: settings.fcmServiceAccountFile))
+        {
+            material.append(0)
+            material.append(contentsOf: account)
+        }
+        return Base64URL.encode(SHA256.hash(material))
+    }
+}

@@ -1,0 +1,33 @@
+import KafkaClient
+import Logging
+import PushCore
+import PushProto
+
+/// Asks upstream for the current value of a node (SPEC §4): the gateway cannot seed a new `value` /
+/// `childEvent` node's shadow by itself until an event at or above it arrives.
+protocol SnapshotRequester: Sendable {
+    func requestSnapshot(app: String, path: DataPath)
+}
+
+/// Publishes `SnapshotRequest{app_id, path}` (protobuf, `proto/pushgateway/v1/change_event.proto`) to
+/// `kafka.snapshotRequestsTopic`, keyed by app id. Fire and forget: a lost request only delays seeding (the
+/// notification says `NotLoaded` / `OnlyKeys` meanwhile), and the next subscription asks again.
+struct KafkaSnapshotRequester: SnapshotRequester {
+    let producer: KafkaProducer
+    let topic: String
+    let logger: Logger
+
+    func requestSnapshot(app: String, path: DataPath) {
+        var request = Pushgateway_V1_SnapshotRequest()
+        request.appID = app
+        request.path = path.description
+        guard let value = try? request.serializedBytes() as [UInt8] else { return }
+        producer.send(KafkaRecord(topic: topic, key: Array(app.utf8), value: value, headers: [])) { [logger] error in
+            if let error {
+                logger.warning("snapshot request not published", metadata: ["app": "\(app)", "error": "\(error)"])
+            } else {
+                logger.debug("snapshot requested", metadata: ["app": "\(app)", "sp": "\(path)"])
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+import Foundation
+import Hummingbird
+import PushCore
+
+/// The v2 subscriptions API of seed 001 under `/datasync/v2/{app}/subscriptions/{uid}[/{id}]`.
+enum V2Routes {
+    /// Request bodies larger than this are refused (a subscription is a few hundred bytes).
+    static let maximumBodyBytes = 16 * 1024
+
+    static func add(to router: Router<BasicRequestContext>, api: some V2SubscriptionAPI) {
+        let collection = "/datasync/v2/:app/subscriptions/:uid"
+        let item = "/datasync/v2/:app/subscriptions/:uid/:id"
+
+        router.post(RouterPath(collection)) { request, _ in
+            await respond { () async throws(APIError) -> Response in
+                let target = try V2Target(uriPath: request.uri.path, withID: false)
+                let body = try await parseBody(request)
+                let allowsUpdate = request.uri.queryParameters["allowsUpdate"].map { $0 == "true" } ?? false
+                let outcome = try await api.create(
+                    app: target.app, uid: target.uid, bearer: bearer(request), request: try fullRequest(body),
+                    allowsUpdate: allowsUpdate)
+                return written(outcome, target)
+            }
+        }
+        router.get(RouterPath(collection)) { request, _ in
+            await respond { () async throws(APIError) -> Response in
+                let target = try V2Target(uriPath: request.uri.path, withID: false)
+                let documents = try await api.list(app: target.app, uid: target.uid, bearer: bearer(request))
+                return json(.ok, .object(["subscriptions": .array(documents.map(\.json))]))
+            }
+        }
+        router.get(RouterPath(item)) { request, _ in
+            await respond { () async throws(APIError) -> Response in
+                let target = try V2Target(uriPath: request.uri.path, withID: true)
+                let document = try await api.get(app: target.app, uid: target.uid, id: target.id, bearer: bearer(request))
+                return json(.ok, document.json, location: target.location(id: document.id))
+            }
+        }
+        router.put(RouterPath(item)) { request, _ in
+            await respond { () async throws(APIError) -> Response in
+                let target = try V2Target(uriPath: request.uri.path, withID: true)
+                let body = try await parseBody(request)
+                let outcome = try await api.update(
+                    app: target.app, uid: target.uid, id: target.id, bearer: bearer(request), request: try partialRequest(body))
+                return written(outcome, target)
+            }
+        }
+        router.delete(RouterPath(item)) { request, _ in
+            await respond { () async throws(APIError) -> Response in
+                let target = try V2Target(uriPath: request.uri.path, withID: true)
+                try await api.delete(app: target.app, uid: target.uid, id: target.id, bearer: bearer(request))
+                return Response(status: .noContent)
+            }
+        }
+    }
+
+    private static func respond(_ body: () async throws(APIError) -> Response) async -> Response {
+        do {
+            return try await body()
+        } catch {
+            return Routes.errorResponse(error)
+        }
+    }
+
+    private static func written(_ outcome: V2WriteOutcome, _ target: V2Target) -> Response {
+        switch outcome {
+        case .created(let document): json(.created, document.json, location: target.location(id: document.id))
+        case .updated(let document): json(.ok, document.json, location: target.location(id: document.id))
+        case .deleted: Response(status: .noContent)
+        }
+    }
+
+    private static func json(_ status: HTTPResponse.Status, _ value: JSONValue, location: String? = nil) -> Response {
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let location { headers[.contentLocation] = location }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: JSONWriter.bytes(value))))
+    }
+
+    /// The token of `Authorization: Bearer <token>`; nil when the header is absent or not a bearer token.
+    static func bearer(_ request: Request) -> String? {
+        guard let header = request.headers[.authorization] else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
+    }
+
+    private static func parseBody(_ request: Request) async throws(APIError) -> [String: JSONValue] {
+        let buffer: ByteBuffer
+        do {
+            buffer = try await request.body.collect(upTo: maximumBodyBytes)
+        } catch {
+            throw .badRequest("the request body must be a JSON object of at most \(maximumBodyBytes) bytes")
+        }
+        guard case .object(let object)? = try? JSONParser.parse(Array(buffer.readableBytesView)) else {
+            throw .badRequest("the request body must be a JSON object")
+        }
+        return object
+    }
+
+    static func fullRequest(_ body: [String: JSONValue]) throws(APIError) -> V2SubscriptionRequest {
+        let partial = try partialRequest(body)
+        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile or huawei") }
+        guard let path = partial.path else { throw .badRequest("'path' is required") }
+        guard let context = partial.context else { throw .badRequest("'context' (the device's push token) is required") }
+        return V2SubscriptionRequest(
+            kind: kind, mode: partial.mode ?? .noData, path: path, context: context,
+            expirationTimestampSeconds: partial.expirationTimestampSeconds, format: partial.format ?? .v2)
+    }
+
+    static func partialRequest(_ body: [String: JSONValue]) throws(APIError) -> V2PartialRequest {
+        var request = V2PartialRequest()
+        func string(_ key: String) throws(APIError) -> String? {
+            guard let value = body[key], value != .null else { return nil }
+            guard let text = value.stringValue else { throw .badRequest("'\(key)' must be a string") }
+            return text
+        }
+        if let kind = try string("kind") {
+            if kind == "webhook" { throw .badRequest("kind 'webhook' is not supported yet: use mobile or huawei") }
+            guard let parsed = SubscriberKind(rawValue: kind) else {
+                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile or huawei")
+            }
+            request.kind = parsed
+        }
+        if let mode = try string("mode") {
+            guard let parsed = SubscriptionMode(rawValue: mode) else {
+                throw .badRequest("unknown mode '\(mode.prefix(64))': use noData, value or childEvent")
+            }
+            request.mode = parsed
+        }
+        if let path = try string("path") {
+            do {
+                request.path = try DataPath(path)
+            } catch {
+                throw .badRequest(error.description)
+            }
+        }
+        if let context = try string("context") {
+            guard !context.isEmpty else { throw .badRequest("'context' (the device's push token) must not be empty") }
+            try validateDeviceID(context)
+            request.context = context
+        }
+        if let format = try string("format") {
+            guard let parsed = NotificationFormat(rawValue: format) else {
+                throw .badRequest("unknown format '\(format.prefix(64))': use v1 or v2")
+            }
+            request.format = parsed
+        }
+        if let value = body["expirationTimestampSeconds"], value != .null {
+            guard case .number(let lexeme) = value, let seconds = Int64(lexeme), seconds >= 0 else {
+                throw .badRequest("'expirationTimestampSeconds' must be a non-negative integer (seconds since the epoch)")
+            }
+            request.expirationTimestampSeconds = seconds
+        }
+        return request
+    }
+}
+
+/// The app, uid and (for items) id of a v2 URI, percent-decoded.
+struct V2Target {
+    var app: String
+    var uid: String
+    var id: String
+
+    init(uriPath: String, withID: Bool) throws(APIError) {
+        let parts = uriPath.split(separator: "/", omittingEmptySubsequences: false)
+        // ["", "datasync", "v2", app, "subscriptions", uid, id?]
+        guard parts.count == (withID ? 7 : 6), let app = parts[3].removingPercentEncoding, !app.isEmpty,
+            let uid = parts[5].removingPercentEncoding, !uid.isEmpty
+        else { throw .badRequest("expected /datasync/v2/{app}/subscriptions/{uid}\(withID ? "/{id}" : "")") }
+        self.app = app
+        self.uid = uid
+        self.id = withID ? (parts[6].removingPercentEncoding ?? "") : ""
+        if withID && id.isEmpty { throw .badRequest("empty subscription id") }
+    }
+
+    func location(id: String) -> String {
+        func escape(_ text: String) -> String {
+            text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? text
+        }
+        return "/datasync/v2/\(escape(app))/subscriptions/\(escape(uid))/\(escape(id))"
+    }
+}
