@@ -116,7 +116,7 @@ let package = Package(
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "CompactJSON"]),
-        .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto"]),
+        .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(
             name: "ProvidersTests",
             dependencies: ["Providers", "CurlHTTP", "SSLCrypto", .product(name: "Logging", package: "swift-log")]

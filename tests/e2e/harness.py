@@ -112,8 +112,23 @@ class Stack:
             changes_topic=self.topics.changes, dlq_topic=self.topics.dlq, state_topic=self.topics.state,
             fcm_base_url=fake.base_url, fcm_ca_file=fake.ca_file, apps=apps,
         )
+        self.config["kafka"]["snapshotRequestsTopic"] = self.topics.snapshots
+        # Per-app settings files (tests write them with write_app_settings), re-read every 0.2 s.
+        self.settings_dir = os.path.join(self.workdir, "apps.d")
+        os.makedirs(self.settings_dir, exist_ok=True)
+        self.config["appSettings"] = {"directory": self.settings_dir, "reloadSeconds": 0.2}
         self.gateway: Optional[Gateway] = None
         self.generation = 0
+
+    def write_app_settings(self, app: str, settings, raw: Optional[str] = None) -> str:
+        """Writes apps.d/<app>.yaml atomically (as a ConfigMap update would): ``settings`` as YAML, or ``raw``."""
+        import yaml
+        path = os.path.join(self.settings_dir, f"{app}.yaml")
+        tmp = os.path.join(self.settings_dir, f".{app}.tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(raw if raw is not None else yaml.safe_dump(settings, sort_keys=False))
+        os.replace(tmp, path)
+        return path
 
     def start(self) -> "Stack":
         self.generation += 1

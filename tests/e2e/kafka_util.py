@@ -213,6 +213,7 @@ class Topics:
     state: str
     group: str
     suffix: str = field(default="")
+    snapshots: str = field(default="")
 
     @staticmethod
     def unique(broker: Tansu, partitions: int = 4) -> "Topics":
@@ -223,7 +224,9 @@ class Topics:
             state=f"push.state.{suffix}",
             group=f"push-gateway-{suffix}",
             suffix=suffix,
+            snapshots=f"push.snapshot-requests.{suffix}",
         )
+        broker.create_topic(t.snapshots, partitions)
         broker.create_topic(t.changes, partitions)
         broker.create_topic(t.dlq, partitions)
         broker.create_topic(t.state, partitions)

@@ -1,0 +1,75 @@
+import ArgumentParser
+import Foundation
+import JOSE
+import PushFormats
+
+struct DecodeCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "decode",
+        abstract: "Decode a received notification data payload (v1 or v2, encrypted or not) and print the event",
+        discussion: """
+            PAYLOAD is the data map the device received, as JSON ({"srv":"webcom","kid":"k1","evt":"…","ver":"v2"} \
+            or a v1 map), or a bare compact evt. An encrypted v2 payload needs the key its kid names: a key file holds \
+            a JWK, a JWK Set ({"keys":[…]}, e.g. the app's encryption settings) or an RSA private key PEM, whose kid \
+            is --kid or else the file name without its extension.
+            """)
+
+    @Argument(help: "The data payload (JSON data map or compact evt); - reads standard input.")
+    var payload: String = "-"
+
+    @Option(
+        name: .customLong("key-file"),
+        help: ArgumentHelp("JWK, JWK Set or RSA private key PEM file (repeatable).", valueName: "path"))
+    var keyFiles: [String] = []
+
+    @Option(help: "Key id of a PEM key file or of a JWK without kid (default: the file name without its extension).")
+    var kid: String?
+
+    func run() throws {
+        do {
+            let keys = try loadKeys()
+            let text = payload == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : payload
+            print(try PayloadDecoder.decode(payload: text, keys: keys), terminator: "")
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            FileHandle.standardError.write(Data("push-gateway decode: \(error)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+
+    private struct Failure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    private func loadKeys() throws -> [JWEKey] {
+        var files: [(path: String, text: String)] = []
+        for path in keyFiles {
+            do {
+                files.append((path, try String(contentsOfFile: path, encoding: .utf8)))
+            } catch {
+                throw Failure(description: "cannot read key file \(path): \(error.localizedDescription)")
+            }
+        }
+        if kid != nil, files.filter({ $0.text.drop(while: { $0.isWhitespace }).hasPrefix("-----BEGIN") }).count > 1 {
+            throw ValidationError("--kid names the key of one PEM key file; name the others by their file names")
+        }
+        var keys: [JWEKey] = []
+        for file in files {
+            let stem = URL(fileURLWithPath: file.path).deletingPathExtension().lastPathComponent
+            let loaded: [JWEKey]
+            do {
+                loaded = try KeyFile.load(text: file.text, kid: kid ?? stem)
+            } catch {
+                throw Failure(description: "\(file.path): \(error)")
+            }
+            for key in loaded {
+                guard !keys.contains(where: { $0.kid == key.kid }) else {
+                    throw Failure(description: "\(file.path): kid \"\(key.kid)\" is already in another key file")
+                }
+                keys.append(key)
+            }
+        }
+        return keys
+    }
+}
