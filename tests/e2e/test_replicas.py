@@ -7,6 +7,10 @@ replica owns the app's partition, before and after a rebalance.
 from __future__ import annotations
 
 import copy
+import time
+
+import jwt
+import requests
 
 import pytest
 
@@ -14,6 +18,9 @@ from gateway import Gateway, events_consumed
 from harness import APP
 from procutil import free_port, wait_for
 import payloads as P
+
+
+V2_SECRET = "replicas-test-secret-long-enough-for-hs256"
 
 
 def consumed(gateway: Gateway) -> float:
@@ -45,6 +52,28 @@ def test_two_replicas_share_subscriptions_and_take_over(stack_factory, uniq, tok
         # tens of milliseconds (eventual consistency across replicas, docs/ARCHITECTURE.md). Both converge:
         wait_for(lambda: subscriptions(a) == subscriptions(b) == 2, timeout=10,
                  what="both replicas to hold the same 2 subscriptions")
+
+        # The v2 API answers the same on both replicas (every replica follows the whole state topic).
+        v2_app = "v2rep" + uniq[4:]
+        stack.write_app_settings(v2_app, {"enabled": True, "authKeys": [{"alg": "HS256", "secret": V2_SECRET}]})
+        token = jwt.encode({"uid": "alice", "exp": int(time.time()) + 600}, V2_SECRET, algorithm="HS256")
+        headers = {"Authorization": f"Bearer {token}"}
+
+        def v2(gateway: Gateway, method: str, suffix: str = "", **kw) -> requests.Response:
+            return requests.request(method, f"{gateway.base}/datasync/v2/{v2_app}/subscriptions/alice{suffix}",
+                                    headers=headers, timeout=10, **kw)
+        wait_for(lambda: v2(a, "GET").status_code == 200 and v2(b, "GET").status_code == 200, timeout=20,
+                 what="both replicas to serve the v2 app")
+        created = v2(a, "POST", json={"kind": "huawei", "mode": "value", "path": s, "context": t1})
+        assert created.status_code == 201, created.text
+        sid = created.json()["id"]
+        wait_for(lambda: v2(b, "GET", f"/{sid}").status_code == 200, timeout=10, what="replica b to see it")
+        assert v2(b, "GET", f"/{sid}").json() == v2(a, "GET", f"/{sid}").json() == created.json()
+        assert v2(b, "GET").json() == v2(a, "GET").json()
+        conflict = v2(b, "POST", json={"kind": "huawei", "mode": "value", "path": s, "context": t1})
+        assert conflict.status_code == 409, conflict.text
+        assert v2(b, "DELETE", f"/{sid}").status_code == 204
+        wait_for(lambda: v2(a, "GET", f"/{sid}").status_code == 404, timeout=10, what="replica a to see the deletion")
 
         # The group splits the 4 partitions; the app's partition belongs to exactly one replica. Events go
         # to t1 and t2 whichever it is, and never to t3.
