@@ -24,6 +24,17 @@ public struct AppSettings: Decodable, Sendable, Equatable {
 
     public init() {}
 
+    /// The secret of the embedded default app `demo` (its v2 API needs tokens; the start-up banner prints one).
+    /// Only used when the configuration names no apps: never a production secret.
+    public static let demoSecret = "demo-secret-for-the-embedded-defaults-only"
+
+    /// The embedded default app: console sink, HS256 tokens signed with ``demoSecret``.
+    public static var demo: AppSettings {
+        var settings = AppSettings()
+        settings.authKeys = [.object(["alg": .string("HS256"), "kid": .string("demo"), "secret": .string(demoSecret)])]
+        return settings
+    }
+
     public struct HMSSettings: Decodable, Sendable, Equatable {
         public var appId = ""
         public var clientId = ""

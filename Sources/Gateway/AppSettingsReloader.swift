@@ -55,7 +55,8 @@ final class AppSettingsReloader: Service, Sendable {
     }
 
     func run() async throws {
-        guard !source.directory.isEmpty else { return }
+        // A service that returns stops the whole group: without a directory, just wait for shutdown.
+        guard !source.directory.isEmpty else { return try await gracefulShutdown() }
         logger.info("watching app settings", metadata: ["directory": "\(source.directory)"])
         while !Task.isShuttingDownGracefully {
             do {

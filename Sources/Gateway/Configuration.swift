@@ -54,7 +54,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var fcm = FCM()
     public var subscriptions = Subscriptions()
     public var logging = Logging()
-    public var apps: [String: AppSettings] = ["demo": AppSettings()]
+    public var apps: [String: AppSettings] = ["demo": .demo]
     /// Per-app settings files, reloaded without a restart (docs/CONFIGURATION.md).
     public var appSettings = AppSettingsSource()
 
@@ -132,7 +132,7 @@ extension GatewayConfiguration {
         fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
-        apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": AppSettings()]
+        apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": .demo]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
     }
 }

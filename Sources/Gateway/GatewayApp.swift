@@ -6,6 +6,7 @@ import KafkaClient
 import Logging
 import Providers
 import ServiceLifecycle
+import SSLCrypto
 
 /// Builds the gateway from its configuration and runs it until SIGTERM/SIGINT.
 ///
@@ -149,14 +150,33 @@ import Synchronization
 
 /// The newcomer's banner: how to subscribe and publish against the embedded defaults.
 enum GettingStarted {
+    /// A token of user `demo-user` for the `demo` app, valid 24 hours, so the v2 API can be tried at once.
+    static func demoToken() -> String {
+        let header = Base64URL.encode(Array(#"{"alg":"HS256","kid":"demo","typ":"JWT"}"#.utf8))
+        let exp = Int64(Date().timeIntervalSince1970) + 24 * 3600
+        let claims = Base64URL.encode(Array(#"{"exp":\#(exp),"uid":"demo-user"}"#.utf8))
+        let input = Array("\(header).\(claims)".utf8)
+        let signature = (try? HMACSHA256.authenticationCode(for: input, key: Array(AppSettings.demoSecret.utf8))) ?? []
+        return "\(header).\(claims).\(Base64URL.encode(signature))"
+    }
+
     static func print(host: String, port: Int, app: String, brokers: String, topic: String) {
+        let v2 =
+            app == "demo"
+            ? """
+                Or with the v2 API (a token of user demo-user, valid 24 h):
+                curl -i -X POST 'http://\(host):\(port)/datasync/v2/demo/subscriptions/demo-user' \\
+                  -H 'Authorization: Bearer \(demoToken())' \\
+                  -d '{"kind":"mobile","mode":"value","path":"/chat","context":"my-device-token"}'
+
+            """ : ""
         let text = """
 
             ───────────────────────────────────────────────────────────────────────────────
              push-gateway is running with embedded defaults (in-process broker, console sink)
              1. Subscribe a device to /chat in value mode:
                 curl -i -X PUT 'http://\(host):\(port)/base/\(app)/.wakeup/chat?id=my-device-token&mode=value'
-             2. Publish writes (with the bundled command, or kcat and the JSON form of the event):
+            \(v2) 2. Publish writes (with the bundled command, or kcat and the JSON form of the event):
                 .build/debug/push-gateway publish --brokers \(brokers) --app \(app) --path /chat --op SET --after '{"m1":"hi"}'
                 echo '{"appId":"\(app)","path":"/chat/m2","op":"SET","after":"\\"hello\\""}' | \\
                   kcat -P -b \(brokers) -t \(topic) -k \(app) -H content-type=application/json

@@ -92,6 +92,11 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
 
     // MARK: v2
 
+    func authorize(app name: String, uid: String, bearer: String?) async throws(APIError) {
+        let (_, profile) = try app(name)
+        _ = try user(uid, bearer: bearer, profile: profile)
+    }
+
     func create(app name: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
         -> V2WriteOutcome
     {

@@ -9,12 +9,16 @@ public enum OpenAPIDocument {
   "info": {
     "title": "PushGateway",
     "version": "0.1.0",
-    "description": "REST API of the PushGateway push-notification service: the v1 wake-up subscription API and the operations endpoints (liveness, readiness, Prometheus metrics, this document).\n\nEvery error is a JSON object `{\"status\": \"<code>\", \"message\": \"<human text>\"}`; `status` is a stable machine-readable code, `message` is for people and may change.\n\nData paths are `/`-separated keys, normalised to a leading `/` and no trailing `/` (`/` is the root). A path is at most 2048 bytes of UTF-8; empty keys and the characters `.` `$` `#` `[` `]` and control characters (U+0000-U+001F, U+007F) inside a key are refused with 400 `bad_request`."
+    "description": "REST API of the PushGateway push-notification service: the v1 wake-up subscription API, the v2 subscriptions API and the operations endpoints (liveness, readiness, Prometheus metrics, this document).\n\nEvery error is a JSON object `{\"status\": \"<code>\", \"message\": \"<human text>\"}`; `status` is a stable machine-readable code, `message` is for people and may change.\n\nData paths are `/`-separated keys, normalised to a leading `/` and no trailing `/` (`/` is the root). A path is at most 2048 bytes of UTF-8; empty keys and the characters `.` `$` `#` `[` `]` and control characters (U+0000-U+001F, U+007F) inside a key are refused with 400 `bad_request`."
   },
   "tags": [
     {
       "name": "wakeup",
       "description": "v1 wake-up subscriptions (no account needed; `token` optional)."
+    },
+    {
+      "name": "subscriptions-v2",
+      "description": "v2 subscriptions of an app's user (seed 001): `Authorization: Bearer <JWT>` whose `uid` (or `sub`) is the path's `{uid}`, verified with the app's auth keys (HS256, RS256, ES256)."
     },
     {
       "name": "operations",
@@ -58,6 +62,12 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
           }
         }
       },
@@ -88,6 +98,12 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
           }
         }
       }
@@ -131,6 +147,12 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
           }
         }
       },
@@ -161,6 +183,323 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/NotFound"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          }
+        }
+      }
+    },
+    "/datasync/v2/{app}/subscriptions/{uid}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        },
+        {
+          "$ref": "#/components/parameters/UID"
+        }
+      ],
+      "post": {
+        "tags": [
+          "subscriptions-v2"
+        ],
+        "operationId": "createSubscriptionV2",
+        "summary": "Subscribe a device of the user",
+        "security": [
+          {
+            "bearerAuth": []
+          }
+        ],
+        "description": "Creates the subscription (201), or with `allowsUpdate=true` updates an existing identical one (200: mode, format, expiry). Without `allowsUpdate`, an existing one is 409. `expirationTimestampSeconds: 0` deletes it (204). The app's read rules are checked (403 `permission_denied`), and a `value`/`childEvent` node whose data is over the app's limit is 403 `too_big`.",
+        "parameters": [
+          {
+            "name": "allowsUpdate",
+            "in": "query",
+            "required": false,
+            "schema": {
+              "type": "string",
+              "enum": [
+                "true",
+                "false"
+              ]
+            },
+            "description": "`true` allows updating an existing subscription."
+          }
+        ],
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/V2SubscriptionRequest"
+              }
+            }
+          }
+        },
+        "responses": {
+          "201": {
+            "description": "Created.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/V2Subscription"
+                }
+              }
+            },
+            "headers": {
+              "Content-Location": {
+                "description": "`/datasync/v2/{app}/subscriptions/{uid}/{id}`",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "200": {
+            "description": "Updated (allowsUpdate=true).",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/V2Subscription"
+                }
+              }
+            },
+            "headers": {
+              "Content-Location": {
+                "description": "`/datasync/v2/{app}/subscriptions/{uid}/{id}`",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "204": {
+            "description": "Deleted (`expirationTimestampSeconds: 0`)."
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "409": {
+            "$ref": "#/components/responses/Conflict"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/V2NotFound"
+          }
+        }
+      },
+      "get": {
+        "tags": [
+          "subscriptions-v2"
+        ],
+        "operationId": "listSubscriptionsV2",
+        "summary": "List the user's subscriptions",
+        "security": [
+          {
+            "bearerAuth": []
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The user's subscriptions.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/V2SubscriptionList"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/V2NotFound"
+          }
+        }
+      }
+    },
+    "/datasync/v2/{app}/subscriptions/{uid}/{id}": {
+      "parameters": [
+        {
+          "$ref": "#/components/parameters/App"
+        },
+        {
+          "$ref": "#/components/parameters/UID"
+        },
+        {
+          "$ref": "#/components/parameters/SubscriptionID"
+        }
+      ],
+      "get": {
+        "tags": [
+          "subscriptions-v2"
+        ],
+        "operationId": "getSubscriptionV2",
+        "summary": "Read one subscription",
+        "security": [
+          {
+            "bearerAuth": []
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The subscription.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/V2Subscription"
+                }
+              }
+            },
+            "headers": {
+              "Content-Location": {
+                "description": "`/datasync/v2/{app}/subscriptions/{uid}/{id}`",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/V2NotFound"
+          }
+        }
+      },
+      "put": {
+        "tags": [
+          "subscriptions-v2"
+        ],
+        "operationId": "updateSubscriptionV2",
+        "summary": "Refresh or update one subscription",
+        "security": [
+          {
+            "bearerAuth": []
+          }
+        ],
+        "description": "Updates mode, format or expiry (absent expiry: refreshed to the app's lifetime). A body naming the whole tuple whose id is `{id}` creates it (201). `expirationTimestampSeconds: 0` deletes it (204).",
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {
+              "schema": {
+                "$ref": "#/components/schemas/V2SubscriptionUpdate"
+              }
+            }
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "Updated.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/V2Subscription"
+                }
+              }
+            },
+            "headers": {
+              "Content-Location": {
+                "description": "`/datasync/v2/{app}/subscriptions/{uid}/{id}`",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "201": {
+            "description": "Created.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/V2Subscription"
+                }
+              }
+            },
+            "headers": {
+              "Content-Location": {
+                "description": "`/datasync/v2/{app}/subscriptions/{uid}/{id}`",
+                "schema": {
+                  "type": "string"
+                }
+              }
+            }
+          },
+          "204": {
+            "description": "Deleted."
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/V2NotFound"
+          }
+        }
+      },
+      "delete": {
+        "tags": [
+          "subscriptions-v2"
+        ],
+        "operationId": "deleteSubscriptionV2",
+        "summary": "Delete one subscription",
+        "security": [
+          {
+            "bearerAuth": []
+          }
+        ],
+        "responses": {
+          "204": {
+            "description": "Deleted."
+          },
+          "400": {
+            "$ref": "#/components/responses/BadRequest"
+          },
+          "503": {
+            "$ref": "#/components/responses/Unavailable"
+          },
+          "401": {
+            "$ref": "#/components/responses/Unauthorized"
+          },
+          "403": {
+            "$ref": "#/components/responses/Forbidden"
+          },
+          "404": {
+            "$ref": "#/components/responses/V2NotFound"
           }
         }
       }
@@ -346,6 +685,180 @@ public enum OpenAPIDocument {
             ]
           }
         }
+      },
+      "V2SubscriptionRequest": {
+        "type": "object",
+        "required": [
+          "kind",
+          "path",
+          "context"
+        ],
+        "properties": {
+          "kind": {
+            "type": "string",
+            "enum": [
+              "mobile",
+              "huawei"
+            ],
+            "description": "`mobile`: FCM token; `huawei`: HMS token. (`webhook` is a later extension: 400.)"
+          },
+          "mode": {
+            "type": "string",
+            "enum": [
+              "noData",
+              "value",
+              "childEvent"
+            ],
+            "default": "noData"
+          },
+          "path": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 2047,
+            "pattern": "^(/|/?[^/.$#\\[\\]\\u0000-\\u001F\\u007F]+(/[^/.$#\\[\\]\\u0000-\\u001F\\u007F]+)*/?)$",
+            "description": "The data path (`/`-separated keys; a leading `/` is added, one trailing `/` dropped; `/` is the root). At most 2048 bytes of UTF-8 once normalised; keys must not contain `.` `$` `#` `[` `]` or control characters (400 otherwise)."
+          },
+          "context": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "pattern": "^[!-$&-~]+$",
+            "description": "The device's push token."
+          },
+          "expirationTimestampSeconds": {
+            "type": "integer",
+            "format": "int64",
+            "minimum": 0,
+            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204)."
+          },
+          "format": {
+            "type": "string",
+            "enum": [
+              "v2",
+              "v1"
+            ],
+            "description": "Notification format; default `v2`."
+          }
+        }
+      },
+      "V2SubscriptionUpdate": {
+        "type": "object",
+        "description": "Absent fields keep their values; `kind`, `path` and `context` define the id and cannot change (400).",
+        "properties": {
+          "kind": {
+            "type": "string",
+            "enum": [
+              "mobile",
+              "huawei"
+            ],
+            "description": "`mobile`: FCM token; `huawei`: HMS token. (`webhook` is a later extension: 400.)"
+          },
+          "mode": {
+            "type": "string",
+            "enum": [
+              "noData",
+              "value",
+              "childEvent"
+            ]
+          },
+          "path": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 2047,
+            "pattern": "^(/|/?[^/.$#\\[\\]\\u0000-\\u001F\\u007F]+(/[^/.$#\\[\\]\\u0000-\\u001F\\u007F]+)*/?)$",
+            "description": "The data path (`/`-separated keys; a leading `/` is added, one trailing `/` dropped; `/` is the root). At most 2048 bytes of UTF-8 once normalised; keys must not contain `.` `$` `#` `[` `]` or control characters (400 otherwise)."
+          },
+          "context": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 1024,
+            "pattern": "^[!-$&-~]+$",
+            "description": "The device's push token."
+          },
+          "expirationTimestampSeconds": {
+            "type": "integer",
+            "format": "int64",
+            "minimum": 0,
+            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204)."
+          },
+          "format": {
+            "type": "string",
+            "enum": [
+              "v2",
+              "v1"
+            ],
+            "description": "Notification format; default `v2`."
+          }
+        }
+      },
+      "V2Subscription": {
+        "type": "object",
+        "required": [
+          "id",
+          "uid",
+          "kind",
+          "mode",
+          "path",
+          "context",
+          "expirationTimestampSeconds",
+          "format"
+        ],
+        "properties": {
+          "id": {
+            "type": "string"
+          },
+          "uid": {
+            "type": "string"
+          },
+          "kind": {
+            "type": "string",
+            "enum": [
+              "mobile",
+              "huawei"
+            ],
+            "description": "`mobile`: FCM token; `huawei`: HMS token. (`webhook` is a later extension: 400.)"
+          },
+          "mode": {
+            "type": "string",
+            "enum": [
+              "noData",
+              "value",
+              "childEvent"
+            ]
+          },
+          "path": {
+            "type": "string"
+          },
+          "context": {
+            "type": "string"
+          },
+          "expirationTimestampSeconds": {
+            "type": "integer",
+            "format": "int64"
+          },
+          "format": {
+            "type": "string",
+            "enum": [
+              "v2",
+              "v1"
+            ],
+            "description": "Notification format; default `v2`."
+          }
+        }
+      },
+      "V2SubscriptionList": {
+        "type": "object",
+        "required": [
+          "subscriptions"
+        ],
+        "properties": {
+          "subscriptions": {
+            "type": "array",
+            "items": {
+              "$ref": "#/components/schemas/V2Subscription"
+            }
+          }
+        }
       }
     },
     "parameters": {
@@ -406,10 +919,32 @@ public enum OpenAPIDocument {
         "name": "token",
         "in": "query",
         "required": false,
-        "description": "Optional auth token (JWT) of the app's user, checked against the app's read rules; a denied read is 403 `permission_denied`. Empty means absent.",
+        "description": "Optional auth token (JWT) of the app's user, verified with the app's auth keys (a forged, expired or unverifiable token is 401 `unauthorized`) and checked against the app's read rules (a denied read is 403 `permission_denied`). Without a token the rules see `auth == null`. Empty means absent.",
         "schema": {
           "type": "string"
         }
+      },
+      "UID": {
+        "name": "uid",
+        "in": "path",
+        "required": true,
+        "description": "The app's user id: must equal the bearer token's `uid` (or `sub`), else 403 `permission_denied`.",
+        "schema": {
+          "type": "string",
+          "minLength": 1
+        },
+        "example": "alice"
+      },
+      "SubscriptionID": {
+        "name": "id",
+        "in": "path",
+        "required": true,
+        "description": "The subscription id (from `id` or `Content-Location` of the create answer): a deterministic function of (app, uid, kind, destination, path, context).",
+        "schema": {
+          "type": "string",
+          "minLength": 1
+        },
+        "example": "a5nLPE3SLzCNRB7gbkAgkw"
       }
     },
     "responses": {
@@ -501,6 +1036,131 @@ public enum OpenAPIDocument {
             }
           }
         }
+      },
+      "Unauthorized": {
+        "description": "A missing, malformed, expired or forged auth token, or an app without auth keys.",
+        "content": {
+          "application/json": {
+            "schema": {
+              "allOf": [
+                {
+                  "$ref": "#/components/schemas/Error"
+                },
+                {
+                  "type": "object",
+                  "properties": {
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "unauthorized"
+                      ]
+                    }
+                  }
+                }
+              ]
+            },
+            "example": {
+              "status": "unauthorized",
+              "message": "invalid auth token: expired"
+            }
+          }
+        }
+      },
+      "Conflict": {
+        "description": "The subscription exists and `allowsUpdate=true` was not given.",
+        "content": {
+          "application/json": {
+            "schema": {
+              "allOf": [
+                {
+                  "$ref": "#/components/schemas/Error"
+                },
+                {
+                  "type": "object",
+                  "properties": {
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "already_exists"
+                      ]
+                    }
+                  }
+                }
+              ]
+            },
+            "example": {
+              "status": "already_exists",
+              "message": "this subscription exists; add ?allowsUpdate=true to update it"
+            }
+          }
+        }
+      },
+      "V2NotFound": {
+        "description": "`namespace_does_not_exist`: no such app; `not_found`: no subscription with this id for this user.",
+        "content": {
+          "application/json": {
+            "schema": {
+              "allOf": [
+                {
+                  "$ref": "#/components/schemas/Error"
+                },
+                {
+                  "type": "object",
+                  "properties": {
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "namespace_does_not_exist",
+                        "not_found"
+                      ]
+                    }
+                  }
+                }
+              ]
+            },
+            "example": {
+              "status": "not_found",
+              "message": "no subscription 'x' for this user"
+            }
+          }
+        }
+      },
+      "Unavailable": {
+        "description": "The subscription could not be stored (the state topic is unreachable): retry later.",
+        "content": {
+          "application/json": {
+            "schema": {
+              "allOf": [
+                {
+                  "$ref": "#/components/schemas/Error"
+                },
+                {
+                  "type": "object",
+                  "properties": {
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "unavailable"
+                      ]
+                    }
+                  }
+                }
+              ]
+            },
+            "example": {
+              "status": "unavailable",
+              "message": "the subscription could not be stored; retry later"
+            }
+          }
+        }
+      }
+    },
+    "securitySchemes": {
+      "bearerAuth": {
+        "type": "http",
+        "scheme": "bearer",
+        "bearerFormat": "JWT",
+        "description": "A JWT of the app's user, signed with one of the app's auth keys (HS256 secret, RS256 or ES256 public key); claims `uid` or `sub`, and `exp` (required)."
       }
     }
   }

@@ -114,6 +114,8 @@ public enum V2WriteOutcome: Sendable, Equatable {
 
 /// The v2 subscriptions API (seed 001). `bearer` is the `Authorization: Bearer` token, nil when absent.
 public protocol V2SubscriptionAPI: Sendable {
+    /// Checks the app and the bearer token before the body is read (401/403/404 come before 400).
+    func authorize(app: String, uid: String, bearer: String?) async throws(APIError)
     func create(app: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
         -> V2WriteOutcome
     /// `request` fields other than mode, format and expiry must match the subscription `id` names.

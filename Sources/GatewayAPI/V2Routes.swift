@@ -14,6 +14,7 @@ enum V2Routes {
         router.post(RouterPath(collection)) { request, _ in
             await respond { () async throws(APIError) -> Response in
                 let target = try V2Target(uriPath: request.uri.path, withID: false)
+                try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
                 let body = try await parseBody(request)
                 let allowsUpdate = request.uri.queryParameters["allowsUpdate"].map { $0 == "true" } ?? false
                 let outcome = try await api.create(
@@ -39,6 +40,7 @@ enum V2Routes {
         router.put(RouterPath(item)) { request, _ in
             await respond { () async throws(APIError) -> Response in
                 let target = try V2Target(uriPath: request.uri.path, withID: true)
+                try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
                 let body = try await parseBody(request)
                 let outcome = try await api.update(
                     app: target.app, uid: target.uid, id: target.id, bearer: bearer(request), request: try partialRequest(body))

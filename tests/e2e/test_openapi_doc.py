@@ -117,7 +117,7 @@ def test_wakeup_operations_parameters_and_responses():
                 assert {"noData", "value", "childEvent"} <= set(mode["enum"]) and mode["default"] == "noData"
             else:
                 assert "mode" not in params
-            assert set(op["responses"]) == {"204", "400", "403", "404"}
+            assert set(op["responses"]) == {"204", "400", "401", "403", "404", "503"}
             codes = {}
             for status in ("400", "403", "404"):
                 schema = _resolve(doc, op["responses"][status])["content"]["application/json"]["schema"]
@@ -138,7 +138,8 @@ def test_error_schema_and_operations_endpoints():
     assert error["required"] == ["status", "message"]
     assert error["properties"]["status"]["type"] == "string" and error["properties"]["message"]["type"] == "string"
     paths = doc["paths"]
-    assert set(paths) == {"/base/{app}/.wakeup", "/base/{app}/.wakeup/{path}", "/healthz", "/readyz", "/metrics",
+    assert set(paths) == {"/base/{app}/.wakeup", "/base/{app}/.wakeup/{path}", "/datasync/v2/{app}/subscriptions/{uid}",
+                          "/datasync/v2/{app}/subscriptions/{uid}/{id}", "/healthz", "/readyz", "/metrics",
                           "/openapi.json"}
     assert paths["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["example"] == {"status": "ok"}
     readyz = paths["/readyz"]["get"]["responses"]

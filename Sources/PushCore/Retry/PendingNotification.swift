@@ -1,0 +1,61 @@
+/// The identity of a subscription for retries: (app, path, subscriber). Notifications of one key are
+/// delivered in order, one at a time.
+public struct RetryKey: Sendable, Hashable {
+    public var app: String
+    public var path: DataPath
+    public var subscriber: SubscriberKey
+
+    public init(app: String, path: DataPath, subscriber: SubscriberKey) {
+        self.app = app
+        self.path = path
+        self.subscriber = subscriber
+    }
+}
+
+/// A notification waiting in the ``RetryQueue``: what to send, to whom, and its retry state.
+public struct PendingNotification: Sendable, Equatable {
+    public var app: String
+    public var path: DataPath
+    public var subscriber: SubscriberKey
+    public var format: NotificationFormat
+    public var content: NotificationContent
+    /// The pause scope the notification belongs to, chosen by the caller (e.g. `"fcm:<project-id>"`): a
+    /// project-wide pause (``RetryQueue/pause(scope:until:)``) holds back every notification of the scope.
+    public var scope: String
+    /// Opaque to the queue (e.g. the id of the change event that caused it), kept for logs. Coalescing keeps
+    /// the latest one.
+    public var origin: String
+    /// When the notification first failed (seconds, injected clock). The 2-hour deadline counts from here.
+    /// While `attempt == 0` it is only provisional: the first ``RetryQueue/failed(_:now:retryAfter:quotaExceeded:policy:random:)``
+    /// sets it to that failure's time.
+    public var firstFailureAt: Double
+    /// Failed attempts so far (0: never tried, e.g. queued behind a subscription that backs off).
+    public var attempt: Int
+    /// Not to be sent before this time.
+    public var notBefore: Double
+
+    public init(
+        app: String, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat,
+        content: NotificationContent, scope: String = "", origin: String = "", firstFailureAt: Double,
+        attempt: Int = 0, notBefore: Double? = nil
+    ) {
+        self.app = app
+        self.path = path
+        self.subscriber = subscriber
+        self.format = format
+        self.content = content
+        self.scope = scope
+        self.origin = origin
+        self.firstFailureAt = firstFailureAt
+        self.attempt = attempt
+        self.notBefore = notBefore ?? firstFailureAt
+    }
+
+    public var key: RetryKey { RetryKey(app: app, path: path, subscriber: subscriber) }
+
+    /// True for `revoke` content (never coalesced; drops what was queued before it).
+    public var isRevoke: Bool {
+        if case .revoke = content { return true }
+        return false
+    }
+}

@@ -1,0 +1,421 @@
+/// Notifications waiting for a retry (SPEC §8), per subscription (``RetryKey``), in order.
+///
+/// - Per subscription: FIFO, at most one notification in flight (``due(now:limit:)`` hands out the head and
+///   marks it; ``completed(_:)`` or ``failed(_:now:retryAfter:quotaExceeded:policy:random:)`` resolves it).
+/// - Coalescing on ``enqueue(_:)`` into the LAST entry when it is not in flight: noData after noData and value
+///   after value keep the latest; childEvent after childEvent merges (``ChildChanges/merged(with:)``) and
+///   disappears when the changes cancel out. The merged entry keeps the earliest `firstFailureAt` and the
+///   replaced entry's `attempt`/`notBefore` (so a backing-off head keeps its schedule).
+/// - A `revoke` is never coalesced and drops every entry queued before it (except one already in flight,
+///   which is dropped if it fails); entries enqueued after it are kept (a new subscription).
+/// - After a failure the head is coalesced with the entries behind it the same way (or replaced by a revoke).
+/// - After a success the next entry uses its own schedule (normally due at once).
+/// - Project-wide pauses by scope (``pause(scope:until:)``): a subscription whose head is in a paused scope is
+///   not due before the pause ends.
+/// - Deadline: when the head's next attempt would land after `firstFailureAt + deadline`, every pending entry
+///   of the subscription is discarded (counted); the subscription itself is not touched.
+///
+/// Cost: O(log n) per operation (a min-heap of wake-up times with lazy invalidation, compacted when stale items
+/// pile up); a subscription's own line is an array, short because of coalescing.
+///
+/// Not thread-safe: the owner serialises access.
+public final class RetryQueue {
+    public enum EnqueueOutcome: Sendable, Equatable {
+        /// Appended at the end of its subscription's line.
+        case queued
+        /// Merged into (or replaced) the last pending entry of its subscription.
+        case coalesced
+        /// Its childEvent changes cancelled those of the last pending entry: both are gone.
+        case cancelled
+        /// A revoke: queued after dropping `dropped` pending entries of the subscription.
+        case revoked(dropped: Int)
+    }
+
+    public enum FailureOutcome: Sendable, Equatable {
+        /// The failed notification (possibly merged with later ones, or replaced by a later revoke) is retried
+        /// at this time (pauses included).
+        case scheduled(at: Double)
+        /// The deadline is over: the subscription's `count` pending notifications were discarded.
+        case discarded(count: Int)
+        /// Nothing to retry: the notification was removed meanwhile (``removeAll(forSubscription:)``), cancelled
+        /// by later changes, or nothing was in flight for this key.
+        case superseded
+    }
+
+    /// One subscription's pending notifications; `entries` is never empty.
+    struct Line {
+        var entries: [PendingNotification]
+        /// `entries[0]` was handed out by `due` and not resolved yet.
+        var inFlight = false
+        /// The in-flight head was removed (`removeAll`): drop it when resolved, do not retry it.
+        var headRemoved = false
+        /// Identifies the line's valid heap item (older items are stale).
+        var ticket: UInt64 = 0
+    }
+
+    private var lines: [RetryKey: Line] = [:]
+    private var heap = WakeUpHeap()
+    private var pauses: [String: Double] = [:]
+    private var nextTicket: UInt64 = 0
+
+    /// Pending notifications, in flight included.
+    public private(set) var count = 0
+    /// Notifications handed out by `due` and not resolved yet.
+    public private(set) var inFlightCount = 0
+
+    public init() {}
+
+    /// Subscriptions with at least one pending notification.
+    public var subscriptionCount: Int { lines.count }
+
+    public var isEmpty: Bool { lines.isEmpty }
+
+    /// True when `key` has pending notifications (new ones must then be enqueued, not sent, to keep order).
+    public func hasPending(for key: RetryKey) -> Bool { lines[key] != nil }
+
+    /// True when `key`'s head is in flight.
+    public func isInFlight(_ key: RetryKey) -> Bool { lines[key]?.inFlight ?? false }
+
+    /// The pending notifications of `key`, head first.
+    public func pending(for key: RetryKey) -> [PendingNotification] { lines[key]?.entries ?? [] }
+
+    /// The end of the pause of `scope`, if one was set (it may be over).
+    public func pausedUntil(scope: String) -> Double? { pauses[scope] }
+
+    // MARK: Enqueue
+
+    /// Adds a notification at the end of its subscription's line, coalescing with the last entry when it can.
+    @discardableResult
+    public func enqueue(_ notification: PendingNotification) -> EnqueueOutcome {
+        let key = notification.key
+        guard var line = lines[key] else {
+            lines[key] = Line(entries: [notification])
+            count += 1
+            schedule(key)
+            return .queued
+        }
+        if notification.isRevoke {
+            let kept = line.inFlight ? 1 : 0
+            let dropped = line.entries.count - kept
+            var revoke = notification
+            if !line.inFlight, let head = line.entries.first {
+                revoke = Self.inheriting(revoke, scheduleOf: head)
+            }
+            line.entries.removeSubrange(kept...)
+            line.entries.append(revoke)
+            count += 1 - dropped
+            lines[key] = line
+            if !line.inFlight { schedule(key) }
+            return .revoked(dropped: dropped)
+        }
+        let lastIndex = line.entries.count - 1
+        // The in-flight head is being sent as it is: never coalesce into it.
+        guard lastIndex > 0 || !line.inFlight, let last = line.entries.last else {
+            line.entries.append(notification)
+            count += 1
+            lines[key] = line
+            return .queued
+        }
+        switch last.content.coalescing(with: notification.content) {
+        case .keepBoth:
+            line.entries.append(notification)
+            count += 1
+            lines[key] = line
+            return .queued
+        case .combined(let content):
+            var merged = Self.inheriting(notification, scheduleOf: last)
+            merged.content = content
+            line.entries[lastIndex] = merged
+            lines[key] = line
+            if lastIndex == 0 { schedule(key) }  // the head's scope may have changed
+            return .coalesced
+        case .cancelled:
+            line.entries.removeLast()
+            count -= 1
+            lines[key] = line.entries.isEmpty ? nil : line
+            return .cancelled
+        }
+    }
+
+    // MARK: Delivery
+
+    /// The heads that may be sent at `now` (their `notBefore` reached, their scope not paused, not already in
+    /// flight), earliest first, at most `limit`. Each is marked in flight until `completed` or `failed`.
+    public func due(now: Double, limit: Int = .max) -> [PendingNotification] {
+        var result: [PendingNotification] = []
+        while result.count < limit, let top = heap.peek, top.time <= now {
+            heap.pop()
+            guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
+            else { continue }
+            if let until = pauses[head.scope], until > now {
+                heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
+                continue
+            }
+            line.inFlight = true
+            lines[top.key] = line
+            inFlightCount += 1
+            result.append(head)
+        }
+        for (scope, until) in pauses where until <= now { pauses[scope] = nil }
+        compactIfNeeded()
+        return result
+    }
+
+    /// The in-flight head of `key` was delivered (or failed for good): removes it; the next entry, if any, is
+    /// due on its own schedule.
+    public func completed(_ key: RetryKey) {
+        guard var line = lines[key], line.inFlight else { return }
+        line.entries.removeFirst()
+        line.inFlight = false
+        line.headRemoved = false
+        count -= 1
+        inFlightCount -= 1
+        if line.entries.isEmpty {
+            lines[key] = nil
+        } else {
+            lines[key] = line
+            schedule(key)
+        }
+    }
+
+    /// The in-flight head of `key` failed with a recoverable error at `now`: schedules its retry by `policy`,
+    /// or, past the deadline, discards every pending notification of `key`.
+    ///
+    /// For a project-wide `QUOTA_EXCEEDED`, also call ``pause(scope:until:)``.
+    public func failed(
+        _ key: RetryKey, now: Double, retryAfter: Double? = nil, quotaExceeded: Bool = false,
+        policy: RetryPolicy = .standard, random: inout some RandomNumberGenerator
+    ) -> FailureOutcome {
+        guard var line = lines[key], line.inFlight, var head = line.entries.first else { return .superseded }
+        line.inFlight = false
+        inFlightCount -= 1
+        if line.headRemoved {
+            line.headRemoved = false
+            line.entries.removeFirst()
+            count -= 1
+            if line.entries.isEmpty {
+                lines[key] = nil
+            } else {
+                lines[key] = line
+                schedule(key)
+            }
+            return .superseded
+        }
+        if head.attempt <= 0 { head.firstFailureAt = now }
+        head.attempt = max(head.attempt, 0) + 1
+        guard
+            let at = policy.nextAttempt(
+                firstFailureAt: head.firstFailureAt, now: now, attempt: head.attempt, retryAfter: retryAfter,
+                quotaExceeded: quotaExceeded, random: &random)
+        else {
+            let discarded = line.entries.count
+            count -= discarded
+            lines[key] = nil
+            return .discarded(count: discarded)
+        }
+        head.notBefore = at
+        line.entries[0] = head
+        // The head is pending again: coalesce it with what was queued behind it while it was in flight.
+        var superseded = false
+        merging: while line.entries.count >= 2 {
+            let first = line.entries[0]
+            let next = line.entries[1]
+            if next.isRevoke {
+                line.entries.removeFirst()
+                line.entries[0] = Self.inheriting(next, scheduleOf: first)
+                count -= 1
+                continue
+            }
+            switch first.content.coalescing(with: next.content) {
+            case .keepBoth:
+                break merging
+            case .combined(let content):
+                var merged = Self.inheriting(next, scheduleOf: first)
+                merged.content = content
+                line.entries.removeFirst()
+                line.entries[0] = merged
+                count -= 1
+            case .cancelled:
+                line.entries.removeFirst(2)
+                count -= 2
+                superseded = true
+                if let following = line.entries.first {
+                    line.entries[0] = Self.inheriting(following, scheduleOf: first)
+                }
+            }
+        }
+        guard let newHead = line.entries.first else {
+            lines[key] = nil
+            return .superseded
+        }
+        lines[key] = line
+        let time = schedule(key)
+        // When the failed notification cancelled out, what remains is other notifications under its schedule.
+        return superseded ? .superseded : .scheduled(at: time ?? effectiveTime(of: newHead))
+    }
+
+    /// Holds back every notification of `scope` until `until` (a project-wide quota). Pauses only extend.
+    public func pause(scope: String, until: Double) {
+        guard !until.isNaN else { return }
+        if let current = pauses[scope], current >= until { return }
+        pauses[scope] = until
+    }
+
+    /// The earliest time at which `due` may return something, nil when nothing is pending outside flight.
+    /// (Cleans stale heap items as it looks.)
+    public var nextWakeUp: Double? {
+        while let top = heap.peek {
+            guard let line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
+            else {
+                heap.pop()
+                continue
+            }
+            if let until = pauses[head.scope], until > top.time {
+                heap.pop()
+                heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
+                continue
+            }
+            return top.time
+        }
+        return nil
+    }
+
+    // MARK: Removal
+
+    /// Removes the pending notifications of `key` (the subscription was deleted or revoked); returns how many
+    /// were removed. One in flight stays until resolved (it may still be delivered) and is not counted; it is
+    /// not retried if it fails (its `failed` returns `.superseded`).
+    @discardableResult
+    public func removeAll(forSubscription key: RetryKey) -> Int {
+        guard var line = lines[key] else { return 0 }
+        guard line.inFlight else {
+            lines[key] = nil
+            count -= line.entries.count
+            return line.entries.count
+        }
+        let removed = line.entries.count - 1
+        line.entries.removeSubrange(1...)
+        line.headRemoved = true
+        count -= removed
+        lines[key] = line
+        return removed
+    }
+
+    /// Removes the pending notifications of every subscription matching `predicate` (e.g. all of an app whose
+    /// namespace was deleted); returns how many. O(subscriptions).
+    @discardableResult
+    public func removeAll(where predicate: (RetryKey) -> Bool) -> Int {
+        var removed = 0
+        for key in lines.keys where predicate(key) { removed += removeAll(forSubscription: key) }
+        return removed
+    }
+
+    // MARK: Internals
+
+    /// The scheduling fields of `earlier` given to a later notification that replaces it: its attempt and
+    /// `notBefore`, and the earliest `firstFailureAt` (a provisional one, of a never-tried notification, does
+    /// not shorten the deadline of one that failed).
+    private static func inheriting(
+        _ later: PendingNotification, scheduleOf earlier: PendingNotification
+    ) -> PendingNotification {
+        var result = later
+        result.firstFailureAt =
+            earlier.attempt > 0 && later.attempt <= 0
+            ? earlier.firstFailureAt : min(earlier.firstFailureAt, later.firstFailureAt)
+        result.attempt = earlier.attempt
+        result.notBefore = earlier.notBefore
+        return result
+    }
+
+    private func effectiveTime(of head: PendingNotification) -> Double {
+        let notBefore = head.notBefore.isNaN ? -Double.infinity : head.notBefore
+        guard let until = pauses[head.scope] else { return notBefore }
+        return max(notBefore, until)
+    }
+
+    /// Pushes a fresh heap item for `key`'s head (invalidating older ones); returns its time.
+    @discardableResult
+    private func schedule(_ key: RetryKey) -> Double? {
+        guard var line = lines[key], !line.inFlight, let head = line.entries.first else { return nil }
+        nextTicket &+= 1
+        line.ticket = nextTicket
+        lines[key] = line
+        let time = effectiveTime(of: head)
+        heap.push(WakeUpHeap.Item(time: time, ticket: nextTicket, key: key))
+        return time
+    }
+
+    /// Rebuilds the heap when stale items outnumber live ones (keeps memory and pops bounded).
+    private func compactIfNeeded() {
+        guard heap.count > 64, heap.count > 4 * lines.count else { return }
+        var items: [WakeUpHeap.Item] = []
+        items.reserveCapacity(lines.count)
+        for (key, line) in lines where !line.inFlight {
+            if let head = line.entries.first {
+                items.append(WakeUpHeap.Item(time: effectiveTime(of: head), ticket: line.ticket, key: key))
+            }
+        }
+        heap = WakeUpHeap(items)
+    }
+}
+
+/// A binary min-heap of wake-up times, ties broken by ticket (earlier scheduled first).
+struct WakeUpHeap {
+    struct Item {
+        var time: Double
+        var ticket: UInt64
+        var key: RetryKey
+
+        func precedes(_ other: Item) -> Bool { (time, ticket) < (other.time, other.ticket) }
+    }
+
+    private var items: [Item] = []
+
+    init() {}
+
+    init(_ unordered: [Item]) {
+        items = unordered
+        var index = items.count / 2
+        while index > 0 {
+            index -= 1
+            siftDown(from: index)
+        }
+    }
+
+    var count: Int { items.count }
+    var peek: Item? { items.first }
+
+    mutating func push(_ item: Item) {
+        items.append(item)
+        var child = items.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard items[child].precedes(items[parent]) else { break }
+            items.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    @discardableResult
+    mutating func pop() -> Item? {
+        guard !items.isEmpty else { return nil }
+        items.swapAt(0, items.count - 1)
+        let item = items.removeLast()
+        siftDown(from: 0)
+        return item
+    }
+
+    private mutating func siftDown(from start: Int) {
+        var parent = start
+        while true {
+            let left = 2 * parent + 1
+            guard left < items.count else { return }
+            var smallest = left
+            let right = left + 1
+            if right < items.count, items[right].precedes(items[left]) { smallest = right }
+            guard items[smallest].precedes(items[parent]) else { return }
+            items.swapAt(parent, smallest)
+            parent = smallest
+        }
+    }
+}
