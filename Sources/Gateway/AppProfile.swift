@@ -24,11 +24,15 @@ public final class AppProfile: Sendable {
     let senders: [SubscriberKind: any PushSender]
     /// SHA-256 of the FCM service account file, to keep the FCM client (and its cached token) across reloads.
     let fcmAccountFingerprint: String?
+    /// Of the HMS credentials, to keep the HMS client (and its token) across reloads.
+    let hmsFingerprint: String?
 
     init(
         name: String, settings: AppSettings, verifier: JWTVerifier?, rules: ReadRules, rulesFingerprint: String,
-        encryption: AppEncryptionKeys?, senders: [SubscriberKind: any PushSender], fcmAccountFingerprint: String?
+        encryption: AppEncryptionKeys?, senders: [SubscriberKind: any PushSender], fcmAccountFingerprint: String?,
+        hmsFingerprint: String? = nil
     ) {
+        self.hmsFingerprint = hmsFingerprint
         self.name = name
         self.settings = settings
         self.verifier = verifier
@@ -52,11 +56,13 @@ public struct AppProfileBuilder: Sendable {
     /// Nil in tests: apps with an FCM service account are then refused.
     let httpClient: HTTPClient?
     let fcm: FCMConfiguration
+    let hms: HMSConfiguration
     let logger: Logger
 
-    init(httpClient: HTTPClient?, fcm: FCMConfiguration, logger: Logger) {
+    init(httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(), logger: Logger) {
         self.httpClient = httpClient
         self.fcm = fcm
+        self.hms = hms
         self.logger = logger
     }
 
@@ -92,6 +98,7 @@ public struct AppProfileBuilder: Sendable {
         }
         var senders: [SubscriberKind: any PushSender] = [:]
         var accountFingerprint: String?
+        var hmsFingerprint: String?
         if settings.fcmServiceAccountFile.isEmpty {
             senders[.mobile] = ConsoleSink(app: name)
         } else {
@@ -116,12 +123,37 @@ public struct AppProfileBuilder: Sendable {
                 }
             }
         }
-        // HMS sending comes with issue 5: until then huawei subscriptions are printed on the console.
-        senders[.huawei] = ConsoleSink(app: name)
+        if let hms = settings.hms {
+            guard let httpClient else { throw ConfigurationError("hms: no HTTP client") }
+            var secret = hms.clientSecret
+            if !hms.clientSecretFile.isEmpty {
+                do {
+                    secret = try String(contentsOfFile: hms.clientSecretFile, encoding: .utf8)
+                        .trimmingCharacters(in: .whitespacesAndNewlines)
+                } catch {
+                    throw ConfigurationError("hms.clientSecretFile \(hms.clientSecretFile): cannot read it")
+                }
+            }
+            let credentials = HMSCredentials(appId: hms.appId, clientId: hms.clientId, clientSecret: secret)
+            let fingerprint = Self.fingerprint(Array("\(hms.appId)\u{0}\(hms.clientId)\u{0}\(secret)".utf8))
+            if let previous, previous.hmsFingerprint == fingerprint, let sender = previous.senders[.huawei] {
+                senders[.huawei] = sender
+            } else {
+                do {
+                    senders[.huawei] = HMSSender(
+                        client: try HMSClient(credentials: credentials, httpClient: httpClient, configuration: self.hms, logger: logger))
+                } catch {
+                    throw ConfigurationError("hms: \(error)")
+                }
+            }
+            hmsFingerprint = fingerprint
+        } else {
+            senders[.huawei] = ConsoleSink(app: name)
+        }
         return AppProfile(
             name: name, settings: settings, verifier: keys.isEmpty ? nil : JWTVerifier(keys: keys), rules: rules,
             rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
-            fcmAccountFingerprint: accountFingerprint)
+            fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint)
     }
 
     static func fingerprint(_ bytes: [UInt8]) -> String {

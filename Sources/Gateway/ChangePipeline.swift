@@ -176,7 +176,7 @@ public final class ChangePipeline: Service, Sendable {
         for path in oversized { app.markOversized(path) }
         metrics.eventsConsumed.increment()
         if !notifications.isEmpty { metrics.eventsMatched.increment() }
-        let deliveries = dispatcher.prepare(profile: profile, notifications: notifications)
+        let deliveries = dispatcher.prepare(profile: profile, notifications: notifications, origin: event.eventID)
         var stateWrites: [StateRecord] = shadows.map { .shadow($0) }
         for notification in notifications {
             guard case .revoke = notification.content else { continue }
@@ -195,20 +195,23 @@ public final class ChangePipeline: Service, Sendable {
     }
 
     private func process(_ work: Work) async {
-        // State writes and sends go out together; the offset moves when both are done.
+        // State writes and sends go out together; the offset moves when both are done (a failed send counts as
+        // done once its retry is stored).
         async let stored: Bool = storeState(work.stateWrites)
-        await withDiscardingTaskGroup { group in
+        let settled = await withTaskGroup(of: Bool.self) { group in
             for delivery in work.deliveries {
                 group.addTask {
-                    _ = await self.dispatcher.send(delivery)
-                    if work.eventTimestampMs > 0 {
+                    let (outcome, ok) = await self.dispatcher.send(delivery)
+                    if case .sent = outcome, work.eventTimestampMs > 0 {
                         let latency = Date().timeIntervalSince1970 - Double(work.eventTimestampMs) / 1000
                         self.metrics.latency.record(max(0, latency))
                     }
+                    return ok
                 }
             }
+            return await group.reduce(true) { $0 && $1 }
         }
-        if await stored { finish(work.partition, work.offset) } else { releaseCapacity() }
+        if await stored, settled { finish(work.partition, work.offset) } else { releaseCapacity() }
     }
 
     /// False when shutdown came first (the event is then consumed and applied again after a restart).

@@ -39,6 +39,12 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var maxConnections = 2
     }
 
+    public struct HMS: Codable, Sendable, Equatable {
+        public var baseURL = "https://push-api.cloud.huawei.com"
+        public var tokenURL = "https://oauth-login.cloud.huawei.com/oauth2/v3/token"
+        public var requestTimeoutMs = 10_000
+    }
+
     public struct Subscriptions: Codable, Sendable, Equatable {
         /// How often expired subscriptions are revoked.
         public var expirySweepSeconds = 60
@@ -52,6 +58,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var http = HTTP()
     public var kafka = Kafka()
     public var fcm = FCM()
+    public var hms = HMS()
     public var subscriptions = Subscriptions()
     public var logging = Logging()
     public var apps: [String: AppSettings] = ["demo": .demo]
@@ -97,6 +104,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_SNAPSHOT_REQUESTS_TOPIC"], !value.isEmpty { kafka.snapshotRequestsTopic = value }
         if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
+        if let value = environment["PUSH_HMS_BASE_URL"], !value.isEmpty { hms.baseURL = value }
+        if let value = environment["PUSH_HMS_TOKEN_URL"], !value.isEmpty { hms.tokenURL = value }
         if let value = environment["PUSH_LOG_FORMAT"], !value.isEmpty { logging.format = value }
         if let value = environment["PUSH_LOG_LEVEL"], !value.isEmpty { logging.level = value }
         if let value = environment["PUSH_APP_SETTINGS_DIR"] { appSettings.directory = value }
@@ -124,12 +133,13 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 // Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
-    enum CodingKeys: String, CodingKey { case http, kafka, fcm, subscriptions, logging, apps, appSettings }
+    enum CodingKeys: String, CodingKey { case http, kafka, fcm, hms, subscriptions, logging, apps, appSettings }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         http = try c.decodeIfPresent(HTTP.self, forKey: .http) ?? HTTP()
         kafka = try c.decodeIfPresent(Kafka.self, forKey: .kafka) ?? Kafka()
         fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
+        hms = try c.decodeIfPresent(HMS.self, forKey: .hms) ?? HMS()
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": .demo]
@@ -175,6 +185,17 @@ extension GatewayConfiguration.FCM {
         caFile = try c.decodeIfPresent(String.self, forKey: .caFile) ?? caFile
         requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+    }
+}
+
+extension GatewayConfiguration.HMS {
+    enum CodingKeys: String, CodingKey { case baseURL, tokenURL, requestTimeoutMs }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        baseURL = try c.decodeIfPresent(String.self, forKey: .baseURL) ?? baseURL
+        tokenURL = try c.decodeIfPresent(String.self, forKey: .tokenURL) ?? tokenURL
+        requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
     }
 }
 

@@ -54,6 +54,9 @@ public struct GatewayApp {
                 baseURL: configuration.fcm.baseURL,
                 tokenURL: configuration.fcm.tokenURL.isEmpty ? nil : configuration.fcm.tokenURL,
                 requestTimeout: .milliseconds(configuration.fcm.requestTimeoutMs)),
+            hms: HMSConfiguration(
+                baseURL: configuration.hms.baseURL, tokenURL: configuration.hms.tokenURL,
+                requestTimeout: .milliseconds(configuration.hms.requestTimeoutMs)),
             logger: logger)
         let sweeperBox = Mutex<RevocationSweeper?>(nil)
         let reloader = AppSettingsReloader(
@@ -81,6 +84,10 @@ public struct GatewayApp {
         let stateLog = StateLog(
             consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
             topic: kafka.stateTopic, store: store, ownership: ownership, logger: logger)
+        let retries = RetryService(
+            store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership, metrics: metrics, logger: logger)
+        stateLog.setRetrySink(retries)
+        dispatcher.setRetries(retries)
         let pipelineBox = PipelineBox()
         consumerProperties["statistics.interval.ms"] = consumerProperties["statistics.interval.ms"] ?? "5000"
         let changesTopic = kafka.changesTopic
@@ -130,6 +137,7 @@ public struct GatewayApp {
                     .init(service: pipeline),
                     .init(service: sweeper),
                     .init(service: reloader),
+                    .init(service: retries),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))

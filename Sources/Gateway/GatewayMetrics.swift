@@ -15,6 +15,8 @@ public final class GatewayMetrics: Sendable {
     public let shadows: Gauge
     public let inFlightRecords: Gauge
     public let latency: ValueHistogram
+    public let retryBacklog: Gauge
+    public let retryInFlight: Gauge
     private let counters = Mutex<[String: Counter]>([:])
 
     /// `pushgateway_<name>_<unit>`.
@@ -35,6 +37,10 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.name("shadows", help: "Nodes whose data is kept for value/childEvent subscriptions"))
         inFlightRecords = registry.makeGauge(
             descriptor: Self.name("records_in_flight", help: "Consumed records whose notifications are not yet answered"))
+        retryBacklog = registry.makeGauge(
+            descriptor: Self.name("retry_backlog", help: "Notifications waiting for a retry (this replica's apps)"))
+        retryInFlight = registry.makeGauge(
+            descriptor: Self.name("retries_in_flight", help: "Retries being sent now"))
         latency = registry.makeValueHistogram(
             descriptor: Self.name(
                 "end_to_end_latency", unit: "seconds", help: "From the change event's timestamp to the provider's answer"),
@@ -78,6 +84,21 @@ public final class GatewayMetrics: Sendable {
 
     public func revoked(reason: String, count: Int = 1) {
         counter("revoked", Self.revocations, [("reason", reason)]).increment(by: Int64(count))
+    }
+
+    private static var retriesScheduled: MetricNameDescriptor {
+        name("retries_scheduled", unit: "total", help: "Retries scheduled after a failed send, by provider error")
+    }
+    private static var retriesFinished: MetricNameDescriptor {
+        name("retries_finished", unit: "total", help: "Retried notifications by outcome: delivered, discarded (after 2 hours)")
+    }
+
+    public func retryScheduled(reason: String) {
+        counter("retry", Self.retriesScheduled, [("reason", reason)]).increment()
+    }
+
+    public func retryOutcome(_ outcome: String, count: Int = 1) {
+        counter("retried", Self.retriesFinished, [("outcome", outcome)]).increment(by: Int64(count))
     }
 
     private static var settingsReloads: MetricNameDescriptor {

@@ -7,8 +7,36 @@ import Synchronization
 /// The result of handing one notification to a provider.
 public enum DeliveryOutcome: Sendable, Equatable {
     case sent
-    /// `reason` is a low-cardinality label (an FCM error code, `transport`, ...).
-    case failed(reason: String, tokenDead: Bool, retryable: Bool)
+    case failed(DeliveryFailure)
+    /// Not sent now: held back behind the subscription's pending retries (durably queued).
+    case queued
+}
+
+/// Why a provider refused a notification, and what to do about it (SPEC §8).
+public struct DeliveryFailure: Sendable, Equatable {
+    public enum Kind: String, Sendable {
+        /// Temporary: retry with backoff.
+        case retryable
+        /// The push token is dead: revoke the subscription.
+        case tokenDead
+        /// Our request, configuration or credentials are wrong: never revoke; report loudly and retry later.
+        case ourFault
+    }
+
+    /// A low-cardinality label (a provider error code, `transport`, ...).
+    public var reason: String
+    public var kind: Kind
+    /// `Retry-After`, or the provider's minimum wait (60 s after FCM `QUOTA_EXCEEDED`).
+    public var retryAfter: Double?
+    /// The provider project's quota is exhausted: pause the whole project, not only this device.
+    public var projectQuota: Bool
+
+    public init(reason: String, kind: Kind, retryAfter: Double? = nil, projectQuota: Bool = false) {
+        self.reason = reason
+        self.kind = kind
+        self.retryAfter = retryAfter
+        self.projectQuota = projectQuota
+    }
 }
 
 /// Sends a data payload to one device.
@@ -31,8 +59,17 @@ public struct FCMSender: PushSender {
             return .sent
         case .failed(let error):
             let reason = error.code.map { "\($0)" } ?? error.source.description
+            let kind: DeliveryFailure.Kind =
+                switch error.classification {
+                case .retryable: .retryable
+                case .tokenDead: .tokenDead
+                case .ourFault: .ourFault
+                }
+            // QUOTA_EXCEEDED is project-wide unless FCM says it is this device's own message rate.
+            let projectQuota = error.code == .quotaExceeded && !error.message.lowercased().contains("device")
             return .failed(
-                reason: reason, tokenDead: error.classification == .tokenDead, retryable: error.classification == .retryable)
+                DeliveryFailure(
+                    reason: reason, kind: kind, retryAfter: error.minimumRetryDelaySeconds, projectQuota: projectQuota))
         }
     }
 }
@@ -67,5 +104,58 @@ public final class ConsoleSink: PushSender {
             }
         }
         return .sent
+    }
+}
+
+/// Huawei Push Kit through one app's credentials.
+///
+/// `80300007` (all tokens invalid) revokes one device, except when it hits most of the app's devices at once:
+/// Huawei lists a wrong app id among its causes, and revoking every device of an app over one configuration
+/// mistake would be a disaster (SPEC §8). Over the last minute, once at least ``MassFailureGuard/minimumSample``
+/// sends were answered and more than half of them were `80300007`, it is reported as our fault instead (nobody
+/// revoked, the notification retried).
+public final class HMSSender: PushSender {
+    let client: HMSClient
+    private let guardrail = Mutex(MassFailureGuard())
+    public var provider: String { "hms" }
+
+    public init(client: HMSClient) { self.client = client }
+
+    public func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
+        let result = await client.send(token: token, dataJSON: payload)
+        let now = WallClock.now()
+        switch result {
+        case .sent:
+            _ = guardrail.withLock { $0.record(invalidToken: false, now: now) }
+            return .sent
+        case .failed(let error):
+            let reason = error.code.map { "hms_\($0.rawValue)" } ?? "hms_\(error.source)"
+            var kind: DeliveryFailure.Kind =
+                switch error.classification {
+                case .retryable: .retryable
+                case .tokenDead: .tokenDead
+                case .ourFault: .ourFault
+                }
+            if error.isAllTokensInvalid {
+                let massive = guardrail.withLock { $0.record(invalidToken: true, now: now) }
+                if massive { kind = .ourFault }
+            }
+            return .failed(DeliveryFailure(reason: reason, kind: kind, retryAfter: error.minimumRetryDelaySeconds))
+        }
+    }
+}
+
+/// Counts, over a sliding minute, the answers of one provider project and how many said "token invalid".
+struct MassFailureGuard {
+    static let window = 60.0
+    static let minimumSample = 10
+    private var events: [(time: Double, invalid: Bool)] = []
+
+    /// Records an answer; true when invalid-token answers are currently the majority of a large enough sample.
+    mutating func record(invalidToken: Bool, now: Double) -> Bool {
+        events.append((now, invalidToken))
+        if let first = events.firstIndex(where: { $0.time >= now - Self.window }), first > 0 { events.removeFirst(first) }
+        let invalid = events.count { $0.invalid }
+        return events.count >= Self.minimumSample && invalid * 2 > events.count
     }
 }

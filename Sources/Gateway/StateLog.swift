@@ -62,6 +62,10 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
     private let records = Atomic<Int>(0)
+    private let retrySink = Mutex<(any RetrySink)?>(nil)
+
+    /// Who keeps the pending retries read from the topic (set once, at start-up, before the load).
+    func setRetrySink(_ sink: any RetrySink) { retrySink.withLock { $0 = sink } }
 
     init(consumer: KafkaConsumer, producer: KafkaProducer, topic: String, store: SubscriptionStore, ownership: Ownership,
          logger: Logger, applyTimeout: Duration = .seconds(10)) {
@@ -175,6 +179,11 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
                 // The owner's in-memory shadows are newer than any checkpoint (it wrote them): checkpoints only
                 // seed shadows at load and keep the other replicas ready to take over.
                 if case .shadow = decoded, ownership.owns(app: decoded.app) {
+                    return markApplied(record)
+                }
+                // Pending retries: the owner's queue is the newest copy; the others keep them for a takeover.
+                if case .retry(let retry) = decoded {
+                    if !ownership.owns(app: decoded.app) { retrySink.withLock { $0 }?.followed(retry) }
                     return markApplied(record)
                 }
                 // Apps without settings are indexed too: their subscriptions are served once settings appear.

@@ -101,15 +101,17 @@ public struct ShadowRecord: Sendable, Equatable {
     public var encodedValue: [UInt8] { JSONWriter.bytes(value) }
 }
 
-/// A record of the state topic: a subscription or a shadow checkpoint.
+/// A record of the state topic: a subscription, a shadow checkpoint, or a subscription's pending retries.
 public enum StateRecord: Sendable, Equatable {
     case subscription(SubscriptionRecord)
     case shadow(ShadowRecord)
+    case retry(RetryRecord)
 
     public var app: String {
         switch self {
         case .subscription(let record): return record.app
         case .shadow(let record): return record.app
+        case .retry(let record): return record.key.app
         }
     }
 
@@ -117,6 +119,7 @@ public enum StateRecord: Sendable, Equatable {
         switch self {
         case .subscription(let record): return record.key
         case .shadow(let record): return record.key
+        case .retry(let record): return record.recordKey
         }
     }
 
@@ -125,6 +128,7 @@ public enum StateRecord: Sendable, Equatable {
         switch self {
         case .subscription(let record): return record.value
         case .shadow(let record): return record.encodedValue
+        case .retry(let record): return record.value
         }
     }
 
@@ -135,6 +139,7 @@ public enum StateRecord: Sendable, Equatable {
             else { throw SubscriptionRecord.DecodingError(description: "bad shadow record") }
             return .shadow(ShadowRecord(app: app, path: path, value: data.normalized()))
         }
+        if let retry = try RetryRecord.decode(key: key, value: value) { return .retry(retry) }
         return .subscription(try SubscriptionRecord.decode(key: key, value: value))
     }
 
@@ -142,6 +147,7 @@ public enum StateRecord: Sendable, Equatable {
         switch self {
         case .subscription(let record): record.apply(to: index)
         case .shadow(let record): index.restoreShadow(at: record.path, value: record.value)
+        case .retry: break  // pending retries live in the gateway's retry queue, not in the index
         }
     }
 }

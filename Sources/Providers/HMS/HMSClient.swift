@@ -1,0 +1,151 @@
+import CurlHTTP
+import Logging
+
+/// Sends data messages through the Huawei Push Kit server API v1 for one app.
+///
+/// Each ``send(token:dataJSON:)`` is one `POST {baseURL}/v1/{appId}/messages:send` with a bearer token from
+/// the app's ``HMSAccessTokenManager`` (OAuth 2.0 client credentials). HMS answers
+/// `{"code":"…","msg":"…","requestId":"…"}`, often with HTTP 200 even for failures, so the result code
+/// decides (table on ``HMSError``). When HMS refuses the OAuth token (`80200001`, `80200003`, or HTTP 401),
+/// the token is invalidated and the request repeated once with a fresh one; only a second refusal is reported
+/// (as `.ourFault`). Failures come back classified (``HMSError/classification``), never thrown.
+///
+/// Logs never contain push tokens, OAuth tokens or the client secret in clear, only
+/// ``Redaction/fingerprint(_:)``s.
+public final class HMSClient: Sendable {
+    /// Why a client could not be created.
+    public struct ConfigurationError: Error, Sendable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The app messages are sent for.
+    public let appId: String
+    /// The app's token cache (shared by all sends of this client).
+    public let tokenManager: HMSAccessTokenManager
+
+    private let http: HTTPClient
+    private let sendURL: String
+    private let requestTimeout: Duration
+    private let logger: Logger
+
+    /// Creates a client. Throws ``ConfigurationError`` for empty credentials, an app ID that cannot be put in
+    /// a URL path, or a base or token URL that is not `http(s)://`.
+    public init(
+        credentials: HMSCredentials,
+        httpClient: HTTPClient,
+        configuration: HMSConfiguration = HMSConfiguration(),
+        logger: Logger,
+        now: @escaping @Sendable () -> Double = WallClock.now
+    ) throws {
+        try Self.validate(credentials, configuration)
+        var logger = logger
+        logger[metadataKey: "hms.app_id"] = "\(credentials.appId)"
+        appId = credentials.appId
+        tokenManager = HMSAccessTokenManager(
+            credentials: credentials, httpClient: httpClient, configuration: configuration, logger: logger, now: now)
+        http = httpClient
+        var base = configuration.baseURL
+        while base.hasSuffix("/") { base.removeLast() }
+        sendURL = "\(base)/v1/\(credentials.appId)/messages:send"
+        requestTimeout = configuration.requestTimeout
+        self.logger = logger
+    }
+
+    private static func validate(_ credentials: HMSCredentials, _ configuration: HMSConfiguration) throws {
+        let pathSafe = credentials.appId.utf8.allSatisfy { byte in
+            switch byte {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"):
+                true
+            default:
+                false
+            }
+        }
+        guard !credentials.appId.isEmpty, pathSafe else {
+            throw ConfigurationError(description: "HMS appId must be non-empty letters, digits, '-', '.' or '_'")
+        }
+        guard !credentials.clientId.isEmpty, !credentials.clientSecret.isEmpty else {
+            throw ConfigurationError(description: "HMS clientId and clientSecret must not be empty")
+        }
+        for (name, url) in [("baseURL", configuration.baseURL), ("tokenURL", configuration.tokenURL)] {
+            guard url.hasPrefix("https://") || url.hasPrefix("http://") else {
+                throw ConfigurationError(description: "HMS \(name) must be an http:// or https:// URL")
+            }
+        }
+    }
+
+    /// Sends a data message whose data object is already serialised as compact JSON (`{"k":"v",...}`, string
+    /// values only), e.g. the payload whose size was checked; HMS gets it as the string value of `data`.
+    public func send(token: String, dataJSON: some Collection<UInt8>) async -> HMSSendResult {
+        await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON))
+    }
+
+    /// Sends a data message with `data` (string values, in this order) to the device holding `token`.
+    public func send(token: String, data: [(key: String, value: String)]) async -> HMSSendResult {
+        await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, data: data))
+    }
+
+    private func send(token pushToken: String, body: [UInt8]) async -> HMSSendResult {
+        var refreshedOnce = false
+        while true {
+            let accessToken: String
+            do {
+                accessToken = try await tokenManager.accessToken()
+            } catch {
+                return .failed(error)
+            }
+            let request = HTTPRequest(
+                method: .post, url: sendURL,
+                headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")],
+                body: body, timeout: requestTimeout)
+            let response: HTTPResponse
+            do {
+                response = try await http.send(request)
+            } catch let error as HTTPClientError {
+                let failure = HMSError(source: .transport, message: error.message, transportError: error)
+                log(failure, pushToken)
+                return .failed(failure)
+            } catch {
+                return .failed(HMSError(source: .cancelled, message: "send cancelled"))
+            }
+            switch HMSResponseParser.outcome(of: response, pushToken: pushToken) {
+            case .sent(let requestID):
+                return .sent(requestID: requestID)
+            case .failed(let failure):
+                let tokenRefused = (failure.code?.isOAuthTokenRefusal ?? false) || response.status == 401
+                if tokenRefused, !refreshedOnce {
+                    // Our access token was refused (expired or revoked early): fetch a new one and try once more.
+                    refreshedOnce = true
+                    await tokenManager.invalidate(accessToken)
+                    logger.info("HMS refused the OAuth token; refreshing it", metadata: [
+                        "oauth.token": "\(Redaction.fingerprint(accessToken))",
+                        "hms.code": "\(failure.code?.rawValue ?? "-")",
+                        "http.status": "\(response.status)",
+                    ])
+                    continue
+                }
+                log(failure, pushToken)
+                return .failed(failure)
+            }
+        }
+    }
+
+    private func log(_ failure: HMSError, _ pushToken: String) {
+        let metadata: Logger.Metadata = [
+            "push.token": "\(Redaction.fingerprint(pushToken))",
+            "hms.classification": "\(failure.classification)",
+            "hms.code": "\(failure.code?.rawValue ?? "-")",
+            "hms.request_id": "\(failure.requestID ?? "-")",
+            "http.status": "\(failure.httpStatus.map(String.init) ?? "-")",
+            "error.message": "\(failure.message)",
+        ]
+        switch (failure.classification, failure.code) {
+        case (.ourFault, _):
+            logger.warning("HMS send failed (our request or credentials)", metadata: metadata)
+        case (.retryable, .unknown?), (.retryable, .success?):
+            logger.warning("HMS answered an unknown result code; will retry", metadata: metadata)
+        case (.retryable, _), (.tokenDead, _):
+            logger.debug("HMS send failed", metadata: metadata)
+        }
+    }
+}
