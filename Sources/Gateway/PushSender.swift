@@ -109,11 +109,12 @@ public final class ConsoleSink: PushSender {
 
 /// Huawei Push Kit through one app's credentials.
 ///
-/// `80300007` (all tokens invalid) revokes one device, except when it hits most of the app's devices at once:
-/// Huawei lists a wrong app id among its causes, and revoking every device of an app over one configuration
-/// mistake would be a disaster (SPEC §8). Over the last minute, once at least ``MassFailureGuard/minimumSample``
-/// sends were answered and more than half of them were `80300007`, it is reported as our fault instead (nobody
-/// revoked, the notification retried).
+/// `80300007` (all tokens invalid) revokes one device, except when it may be the app's configuration: Huawei
+/// lists a wrong app id among its causes, and revoking every device of an app over one configuration mistake
+/// would be a disaster (SPEC §8). So a device is revoked only when, over the last ten minutes, the app's
+/// project has delivered to some device and at most half of the devices it answered for were refused with
+/// `80300007` (``MassFailureGuard``). Otherwise the failure is our fault: nobody is revoked, the notification
+/// is retried, and the error is logged and counted.
 public final class HMSSender: PushSender {
     let client: HMSClient
     private let guardrail = Mutex(MassFailureGuard())
@@ -126,7 +127,7 @@ public final class HMSSender: PushSender {
         let now = WallClock.now()
         switch result {
         case .sent:
-            _ = guardrail.withLock { $0.record(invalidToken: false, now: now) }
+            guardrail.withLock { $0.record(token: token, invalid: false, now: now) }
             return .sent
         case .failed(let error):
             let reason = error.code.map { "hms_\($0.rawValue)" } ?? "hms_\(error.source)"
@@ -137,25 +138,39 @@ public final class HMSSender: PushSender {
                 case .ourFault: .ourFault
                 }
             if error.isAllTokensInvalid {
-                let massive = guardrail.withLock { $0.record(invalidToken: true, now: now) }
-                if massive { kind = .ourFault }
+                let trusted = guardrail.withLock { guardrail in
+                    guardrail.record(token: token, invalid: true, now: now)
+                    return guardrail.singleDeviceFailureIsCredible(now: now)
+                }
+                if !trusted { kind = .ourFault }
             }
             return .failed(DeliveryFailure(reason: reason, kind: kind, retryAfter: error.minimumRetryDelaySeconds))
         }
     }
 }
 
-/// Counts, over a sliding minute, the answers of one provider project and how many said "token invalid".
+/// What one provider project last answered for each device over a sliding window: reached, or refused as
+/// invalid.
 struct MassFailureGuard {
-    static let window = 60.0
-    static let minimumSample = 10
-    private var events: [(time: Double, invalid: Bool)] = []
+    static let window = 600.0
+    static let maximumDevices = 100_000
+    private var latest: [String: (time: Double, invalid: Bool)] = [:]
 
-    /// Records an answer; true when invalid-token answers are currently the majority of a large enough sample.
-    mutating func record(invalidToken: Bool, now: Double) -> Bool {
-        events.append((now, invalidToken))
-        if let first = events.firstIndex(where: { $0.time >= now - Self.window }), first > 0 { events.removeFirst(first) }
-        let invalid = events.count { $0.invalid }
-        return events.count >= Self.minimumSample && invalid * 2 > events.count
+    mutating func record(token: String, invalid: Bool, now: Double) {
+        latest[token] = (now, invalid)
+        if latest.count > Self.maximumDevices {
+            latest = latest.filter { $0.value.time >= now - Self.window }
+        }
+    }
+
+    /// True when an invalid-token answer can be believed to be about that device: the project reached some
+    /// device recently, and at most half of the devices it answered for were last refused as invalid.
+    func singleDeviceFailureIsCredible(now: Double) -> Bool {
+        var reached = 0
+        var refused = 0
+        for (_, answer) in latest where answer.time >= now - Self.window {
+            if answer.invalid { refused += 1 } else { reached += 1 }
+        }
+        return reached > 0 && refused <= reached
     }
 }

@@ -59,6 +59,7 @@ POST /_fake/inject
     {"http_status": S, "body": {...} or "text", "headers": {...}, "token": ..., "count": ...}
         queue a raw response (e.g. an error code this fake does not know).
     {"delay_ms": D}          delay every messages:send response by D ms (0 turns it off).
+    {"project_delay_ms": {"P": D}}  delay the responses of project P only (a slow provider project).
     {"token_expires_in": S}  expires_in of access tokens issued from now on.
     {"revoke_access_tokens": true}  forget every issued access token (the next send gets a real 401).
     {"token_endpoint_error": {"http_status": 400, "error": "invalid_grant", "count": 1}}
@@ -188,6 +189,7 @@ class FakeFCMState:
             self.global_queue: collections.deque = collections.deque()
             self.token_endpoint_errors: collections.deque = collections.deque()
             self.delay_ms = 0
+            self.project_delays_ms: dict[str, int] = {}
             self.token_expires_in = self.default_token_expires_in
             self.message_ids = itertools.count(1)
 
@@ -203,11 +205,15 @@ class FakeFCMState:
                retry_after: float | None = None, field: str | None = None, message: str | None = None,
                http_status: int | None = None, body: Any = None, headers: dict | None = None,
                delay_ms: int | None = None, token_expires_in: int | None = None,
-               revoke_access_tokens: bool = False, token_endpoint_error: dict | None = None) -> None:
+               revoke_access_tokens: bool = False, token_endpoint_error: dict | None = None,
+               project_delay_ms: dict | None = None) -> None:
         """See the module docstring (POST /_fake/inject); keyword arguments are the JSON fields."""
         with self._lock:
             if delay_ms is not None:
                 self.delay_ms = max(0, int(delay_ms))
+            if project_delay_ms is not None:
+                for project, ms in project_delay_ms.items():
+                    self.project_delays_ms[str(project)] = max(0, int(ms))
             if token_expires_in is not None:
                 self.token_expires_in = int(token_expires_in)
             if revoke_access_tokens:
@@ -396,7 +402,7 @@ class FakeFCMApp:
         result = self.evaluate_send(project, headers, body, record)
         record["status"] = result[0]
         self.state.record_send(record)
-        delay = self.state.delay_ms
+        delay = self.state.project_delays_ms.get(project, self.state.delay_ms)
         if delay:
             await asyncio.sleep(delay / 1000)
         return result
