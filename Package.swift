@@ -17,6 +17,9 @@ let package = Package(
     products: [
         .executable(name: "push-gateway", targets: ["PushGatewayCLI"]),
         .library(name: "PushCore", targets: ["PushCore"]),
+        // For the benchmarks package (Benchmarks/).
+        .library(name: "PushFormats", targets: ["PushFormats"]),
+        .library(name: "JOSE", targets: ["JOSE"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -126,6 +129,7 @@ let package = Package(
             dependencies: [
                 "GatewayAPI", "Gateway", "PushProto", "SSLCrypto",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Yams", package: "Yams"),
             ],
             linkerSettings: rdkafkaRuntimePath
         ),

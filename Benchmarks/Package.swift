@@ -18,6 +18,8 @@ let package = Package(
             dependencies: [
                 .product(name: "Benchmark", package: "benchmark"),
                 .product(name: "PushCore", package: "main"),
+                .product(name: "PushFormats", package: "main"),
+                .product(name: "JOSE", package: "main"),
             ],
             path: "Benchmarks/PushCoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
