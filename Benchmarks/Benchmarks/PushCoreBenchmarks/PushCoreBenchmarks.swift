@@ -81,4 +81,7 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("json: parse a 100-byte event value") { benchmark in
         for _ in benchmark.scaledIterations { blackHole(try? JSONParser.parse(eventJSON)) }
     }
+
+    v2PayloadBenchmarks()
+    retryBenchmarks()
 }

@@ -1,0 +1,125 @@
+import Benchmark
+import JOSE
+import PushCore
+import PushFormats
+
+/// A 2048-bit RSA public key (SubjectPublicKeyInfo), generated once with Python's `cryptography` for these
+/// benchmarks; its private part was thrown away.
+let rsa2048PublicKeyPEM = """
+-----BEGIN PUBLIC KEY-----
+MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAsBhs8kbxhn18kBvUMau8
+9xq7Vrq4+5fCK9tHLngzRSoZ4L9WBcuBUMQeU2Ph6jBUmFPvcuwxDl30hkPgYw7w
+I8cmwV0YOM6W1DHeyBBZLyT/RZA5kWxpZ+CX5YhsdvSWbUYgL2QHsSezCj5DxBMk
+o1SuFEl0YGsbj+D5+Yxbz/680MNvOaEXUIgj2vf1+jzyUACp3bvjNT22weedf+EN
+Ko74dxJr4g71QBlyzT1yvfCDryR2nGDHPoypUN/xrbneRJMF8v8fvEAiN86HPPDi
+Jnl0eyAiY0uOVwAN0gSXEsBPb2B+8dLFuu+vs5yVcDBrMuoS3eJQ3SAn48p++Ia+
+xQIDAQAB
+-----END PUBLIC KEY-----
+"""
+
+/// A 100-byte event value (compact JSON).
+let hundredByteValueJSON = #"{"text":"hello world, see you there","from":"u7","at":1700000000000,"tags":["a","b"],"n":{"k":"v1"}}"#
+
+/// The v2 payload builds: unsecured JWS and the three JWE key-management algorithms, all with A256GCM.
+func v2PayloadBenchmarks() {
+    let value = (try? JSONParser.parse(hundredByteValueJSON)) ?? .null
+    precondition(JSONWriter.bytes(value).count == 100, "the value must be 100 bytes")
+    let path = DataPath(validatedSegments: ["users", "u42", "inbox"])
+    let subscriptionID = "sub-" + String(repeating: "0123456789abcdef", count: 2)
+    let secret = (0..<32).map { UInt8(truncatingIfNeeded: bash &* 37 &+ 11) }
+
+    // SSLCrypto is not a product of the main package: the RSA public key is loaded through PushFormats'
+    // encryption settings, which call `RSAPublicKey(pem:)` and `JWEKey.rsaOAEP256(kid:publicKey:)`.
+    let rsaKey: JWEKey
+    do {
+        let settings = JSONValue.object([
+            "active": .string("k3"),
+            "keys": .array([
+                .object([
+                    "kty": .string("RSA"), "kid": .string("k3"), "alg": .string("RSA-OAEP-256"),
+                    "publicKeyPEM": .string(rsa2048PublicKeyPEM),
+                ])
+            ]),
+        ])
+        guard let key = try AppEncryptionKeys.parse(settings).active else { fatalError("no active RSA key") }
+        rsaKey = key
+    } catch {
+        fatalError("RSA key: \(error)")
+    }
+    precondition(rsaKey.encryptedKeyByteCount == 256, "expected a 2048-bit RSA key")
+
+    let cases: [(String, JWEKey?)] = [
+        ("v2 payload: unsecured JWS (value, 100-byte value)", nil),
+        ("v2 payload: JWE dir + A256GCM", try! JWEKey.dir(kid: "k1", key: secret)),
+        ("v2 payload: JWE A256KW + A256GCM", try! JWEKey.a256kw(kid: "k2", kek: secret)),
+        ("v2 payload: JWE RSA-OAEP-256 (2048-bit) + A256GCM", rsaKey),
+    ]
+    for (name, key) in cases {
+        // Sanity check outside the measurement: the payload is built in full (no degraded form).
+        guard let sample = try? V2Payload.build(
+            app: "toto", path: path, subscriptionID: subscriptionID, content: .value(value), key: key)
+        else { fatalError("\(name): no payload") }
+        precondition(sample.jsonBytes().count > 100)
+
+        Benchmark(name) { benchmark in
+            for _ in benchmark.scaledIterations {
+                let payload = try V2Payload.build(
+                    app: "toto", path: path, subscriptionID: subscriptionID, content: .value(value), key: key)
+                blackHole(payload?.jsonBytes())
+            }
+        }
+    }
+}
+
+/// The retry queue's hot path and the encoding of a retry record.
+func retryBenchmarks() {
+    let value = (try? JSONParser.parse(hundredByteValueJSON)) ?? .null
+
+    // 10,000 subscriptions each with one pending notification backing off until far in the future.
+    let queue = RetryQueue()
+    for subscription in 0..<10_000 {
+        queue.enqueue(
+            PendingNotification(
+                app: "app\(subscription % 100)", path: DataPath(validatedSegments: ["users", "u\(subscription)", "inbox"]),
+                subscriber: SubscriberKey(token: token(subscription)), format: .v1, content: .value(value),
+                scope: "fcm:project", origin: "event-\(subscription)", firstFailureAt: 1_000, attempt: 1,
+                notBefore: 1_000_000))
+    }
+    precondition(queue.subscriptionCount == 10_000)
+    // Notifications for subscriptions with nothing pending, due at once (notBefore 0); each is gone again
+    // (completed) before it is reused.
+    let fresh: [PendingNotification] = (0..<1_024).map { number in
+        PendingNotification(
+            app: "app7", path: DataPath(validatedSegments: ["users", "fresh\(number)", "inbox"]),
+            subscriber: SubscriberKey(token: token(1_000_000 + number)), format: .v1, content: .value(value),
+            scope: "fcm:project", origin: "event-fresh-\(number)", firstFailureAt: 0)
+    }
+    Benchmark("retry queue: enqueue + due + completed (10k pending subscriptions)") { benchmark in
+        var handedOut = 0
+        for round in benchmark.scaledIterations {
+            let notification = fresh[round % fresh.count]
+            queue.enqueue(notification)
+            let due = queue.due(now: 1, limit: 1)
+            handedOut &+= due.count
+            queue.completed(notification.key)
+        }
+        blackHole(handedOut)
+        precondition(queue.count == 10_000 && queue.inFlightCount == 0)
+    }
+
+    // One subscription's line of 3 pending notifications (v2 value mode: the first one retried twice).
+    let key = RetryKey(
+        app: "toto", path: DataPath(validatedSegments: ["users", "u42", "inbox"]),
+        subscriber: SubscriberKey(token: token(42), uid: "user-42"))
+    let entries = (0..<3).map { number in
+        PendingNotification(
+            app: key.app, path: key.path, subscriber: key.subscriber, format: .v2, content: .value(value),
+            scope: "fcm:project", origin: "01HZX3K5Q9V7-event-\(number)", firstFailureAt: 1_767_225_600.5,
+            attempt: number == 0 ? 2 : 0, notBefore: 1_767_225_604.125)
+    }
+    Benchmark("retry record: encode a line of 3 pending notifications") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(RetryRecord(key: key, entries: entries).value)
+        }
+    }
+}
