@@ -26,7 +26,7 @@ func v2PayloadBenchmarks() {
     precondition(JSONWriter.bytes(value).count == 100, "the value must be 100 bytes")
     let path = DataPath(validatedSegments: ["users", "u42", "inbox"])
     let subscriptionID = "sub-" + String(repeating: "0123456789abcdef", count: 2)
-    let secret = (0..<32).map { UInt8(truncatingIfNeeded: bash &* 37 &+ 11) }
+    let secret = (0..<32).map { (byte: Int) in UInt8(truncatingIfNeeded: byte &* 37 &+ 11) }
 
     // SSLCrypto is not a product of the main package: the RSA public key is loaded through PushFormats'
     // encryption settings, which call `RSAPublicKey(pem:)` and `JWEKey.rsaOAEP256(kid:publicKey:)`.
