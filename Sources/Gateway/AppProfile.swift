@@ -57,10 +57,16 @@ public struct AppProfileBuilder: Sendable {
     let httpClient: HTTPClient?
     let fcm: FCMConfiguration
     let hms: HMSConfiguration
+    /// Requests in flight per provider project (``LimitedSender``).
+    let maxInFlightPerProject: Int
     let logger: Logger
 
-    init(httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(), logger: Logger) {
+    init(
+        httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(),
+        maxInFlightPerProject: Int = 200, logger: Logger
+    ) {
         self.httpClient = httpClient
+        self.maxInFlightPerProject = maxInFlightPerProject
         self.fcm = fcm
         self.hms = hms
         self.logger = logger
@@ -117,7 +123,7 @@ public struct AppProfileBuilder: Sendable {
                 do {
                     let account = try FCMServiceAccount(json: bytes)
                     let client = try FCMClient(serviceAccount: account, httpClient: httpClient, configuration: fcm, logger: logger)
-                    senders[.mobile] = FCMSender(client: client)
+                    senders[.mobile] = LimitedSender(FCMSender(client: client), maxInFlight: maxInFlightPerProject)
                 } catch {
                     throw ConfigurationError("fcmServiceAccountFile \(settings.fcmServiceAccountFile): \(error)")
                 }
@@ -140,8 +146,11 @@ public struct AppProfileBuilder: Sendable {
                 senders[.huawei] = sender
             } else {
                 do {
-                    senders[.huawei] = HMSSender(
-                        client: try HMSClient(credentials: credentials, httpClient: httpClient, configuration: self.hms, logger: logger))
+                    senders[.huawei] = LimitedSender(
+                        HMSSender(
+                            client: try HMSClient(
+                                credentials: credentials, httpClient: httpClient, configuration: self.hms, logger: logger)),
+                        maxInFlight: maxInFlightPerProject)
                 } catch {
                     throw ConfigurationError("hms: \(error)")
                 }

@@ -37,6 +37,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var caFile = ""
         public var requestTimeoutMs = 10_000
         public var maxConnections = 2
+        /// Requests in flight per provider project (one app's FCM project or HMS app); the rest wait.
+        public var maxInFlightPerProject = 200
     }
 
     public struct HMS: Codable, Sendable, Equatable {
@@ -117,6 +119,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard kafka.partitions > 0 else { throw ConfigurationError("kafka.partitions must be positive") }
         guard subscriptions.expirySweepSeconds > 0 else { throw ConfigurationError("subscriptions.expirySweepSeconds must be positive") }
         guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
+        guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
         for (name, app) in apps {
             guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }
@@ -176,7 +179,7 @@ extension GatewayConfiguration.Kafka {
 }
 
 extension GatewayConfiguration.FCM {
-    enum CodingKeys: String, CodingKey { case baseURL, tokenURL, caFile, requestTimeoutMs, maxConnections }
+    enum CodingKeys: String, CodingKey { case baseURL, tokenURL, caFile, requestTimeoutMs, maxConnections, maxInFlightPerProject }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -185,6 +188,7 @@ extension GatewayConfiguration.FCM {
         caFile = try c.decodeIfPresent(String.self, forKey: .caFile) ?? caFile
         requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+        maxInFlightPerProject = try c.decodeIfPresent(Int.self, forKey: .maxInFlightPerProject) ?? maxInFlightPerProject
     }
 }
 

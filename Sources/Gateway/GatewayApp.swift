@@ -57,6 +57,7 @@ public struct GatewayApp {
             hms: HMSConfiguration(
                 baseURL: configuration.hms.baseURL, tokenURL: configuration.hms.tokenURL,
                 requestTimeout: .milliseconds(configuration.hms.requestTimeoutMs)),
+            maxInFlightPerProject: configuration.fcm.maxInFlightPerProject,
             logger: logger)
         let sweeperBox = Mutex<RevocationSweeper?>(nil)
         let reloader = AppSettingsReloader(

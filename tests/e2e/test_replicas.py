@@ -85,11 +85,14 @@ def test_two_replicas_share_subscriptions_and_take_over(stack_factory, uniq, tok
 
         # The owner dies without a goodbye: the survivor takes the partition over (after the session
         # timeout) with every subscription, and resumes from the committed offset.
+        killed = time.monotonic()
         owner.kill()
         stack.gateway = survivor  # the harness checks that its gateway is alive while waiting
         stack.publish(s, "SET", "2")
         stack.expect_data(t1, [P.no_data(APP, s)] * 2, timeout=60)
         stack.expect_data(t2, [P.no_data(APP, s)] * 2, timeout=60)
+        print(f"takeover: the survivor delivered the first event {time.monotonic() - killed:.1f} s after kill -9 "
+              f"(session.timeout.ms={stack.config['kafka']['properties'].get('session.timeout.ms')})")
         wait_for(lambda: consumed(survivor) >= 1, timeout=15, what="the survivor to count the event")
         assert stack.fake.sends_for(t3) == [], f"an unsubscribed device was notified: {[x['body'] for x in stack.fake.sends_for(t3)]}"
     finally:
