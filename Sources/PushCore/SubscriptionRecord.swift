@@ -132,14 +132,21 @@ public enum StateRecord: Sendable, Equatable {
         }
     }
 
+    private static let shadowPrefix = Array(#"["shadow","#.utf8)
+    private static let retryPrefix = Array(#"["retry","#.utf8)
+
     public static func decode(key: [UInt8], value: [UInt8]?) throws(SubscriptionRecord.DecodingError) -> StateRecord {
-        if case .array(let parts)? = try? JSONParser.parse(key), parts.count == 3, parts[0].stringValue == "shadow" {
+        // Most records are subscriptions: the other kinds are recognised by their key's first bytes before the
+        // key is parsed (an app named "shadow" or "retry" still decodes right: the part counts differ).
+        if key.starts(with: shadowPrefix), case .array(let parts)? = try? JSONParser.parse(key), parts.count == 3,
+            parts[0].stringValue == "shadow"
+        {
             guard let app = parts[1].stringValue, let pathText = parts[2].stringValue, let path = try? DataPath(pathText),
                 let value, let data = try? JSONParser.parse(value)
             else { throw SubscriptionRecord.DecodingError(description: "bad shadow record") }
             return .shadow(ShadowRecord(app: app, path: path, value: data.normalized()))
         }
-        if let retry = try RetryRecord.decode(key: key, value: value) { return .retry(retry) }
+        if key.starts(with: retryPrefix), let retry = try RetryRecord.decode(key: key, value: value) { return .retry(retry) }
         return .subscription(try SubscriptionRecord.decode(key: key, value: value))
     }
 
