@@ -2,31 +2,15 @@ import CurlHTTP
 import Logging
 import SSLCrypto
 
-/// Caches the OAuth2 access token of one service account and renews it before it expires.
-///
-/// - A cached token is used until `refreshMargin` (default 5 min, at most half the token's lifetime) before
-///   its expiry; then one refresh starts. Until the old token is really about to expire, callers keep using
-///   it and do not wait for the refresh.
-/// - Concurrent callers share one in-flight fetch, which is not cancelled when a waiting caller is.
-/// - A failed fetch is remembered for `failureBackoff` (default 1 s): callers fail fast with the same error
-///   instead of hammering the token endpoint.
-/// - ``invalidate(_:)`` drops a token FCM refused (401), so the next call fetches a fresh one.
-public actor FCMAccessTokenManager {
-    /// A token is never handed out this close to its expiry (capped at half its lifetime).
-    static let expirySafetySeconds = 10.0
+/// The OAuth2 token cache of one Firebase service account (``OAuthTokenCache``); ``invalidate(_:)`` is called
+/// when FCM answers 401 with a token.
+public typealias FCMAccessTokenManager = OAuthTokenCache<FCMError>
 
-    private let fetcher: @Sendable () async throws(FCMError) -> OAuthAccessToken
-    private let now: @Sendable () -> Double
-    private let refreshMargin: Double
-    private let failureBackoff: Double
+extension FCMError: TokenFetchFailure {
+    public static func tokenFetchFailed(_ message: String) -> FCMError { FCMError(source: .authentication, message: message) }
+}
 
-    private var cached: OAuthAccessToken?
-    private var inFlight: Task<OAuthAccessToken, any Error>?
-    private var lastFailure: (error: FCMError, at: Double)?
-
-    /// How many fetches were started (for tests and metrics).
-    public private(set) var fetchCount = 0
-
+extension OAuthTokenCache where Failure == FCMError {
     /// A manager that obtains tokens for `serviceAccount` from its token endpoint (or
     /// `configuration.tokenURL`) through `httpClient`. Throws if the private key cannot be loaded.
     public init(
@@ -43,78 +27,5 @@ public actor FCMAccessTokenManager {
         self.init(
             refreshMargin: configuration.tokenRefreshMargin, failureBackoff: configuration.tokenFailureBackoff,
             now: now, fetch: { () async throws(FCMError) -> OAuthAccessToken in try await fetcher.fetch() })
-    }
-
-    /// A manager over any fetch function (tests inject one with a manual clock).
-    init(
-        refreshMargin: Duration,
-        failureBackoff: Duration,
-        now: @escaping @Sendable () -> Double,
-        fetch: @escaping @Sendable () async throws(FCMError) -> OAuthAccessToken
-    ) {
-        self.fetcher = fetch
-        self.now = now
-        self.refreshMargin = refreshMargin.seconds
-        self.failureBackoff = failureBackoff.seconds
-    }
-
-    /// A valid access token, from the cache or freshly fetched. Errors have source `.authentication`
-    /// (or `.cancelled`).
-    public func accessToken() async throws(FCMError) -> String {
-        let time = now()
-        if let cached, time < refreshTime(of: cached) { return cached.value }
-        if inFlight == nil, let failure = lastFailure, time < failure.at + failureBackoff {
-            if let cached, time < usableUntil(cached) { return cached.value }
-            throw failure.error
-        }
-        let task = startRefresh()
-        if let cached, time < usableUntil(cached) { return cached.value }
-        do {
-            return try await task.value.value
-        } catch let error as FCMError {
-            throw error
-        } catch {
-            throw FCMError(source: .authentication, message: "token fetch failed: \(error)")
-        }
-    }
-
-    /// Forgets `token` if it is the cached one (FCM answered 401 with it). A newer token is kept.
-    public func invalidate(_ token: String) {
-        if cached?.value == token {
-            cached = nil
-        }
-    }
-
-    private func refreshTime(of token: OAuthAccessToken) -> Double {
-        let lifetime = token.expiresAt - token.obtainedAt
-        return token.expiresAt - Swift.min(refreshMargin, lifetime / 2)
-    }
-
-    private func usableUntil(_ token: OAuthAccessToken) -> Double {
-        let lifetime = token.expiresAt - token.obtainedAt
-        return token.expiresAt - Swift.min(Self.expirySafetySeconds, lifetime / 2)
-    }
-
-    private func startRefresh() -> Task<OAuthAccessToken, any Error> {
-        if let inFlight { return inFlight }
-        fetchCount += 1
-        // Unstructured on purpose: the fetch serves every waiting caller and must not be cancelled with
-        // the one that happened to start it.
-        let task = Task { try await self.fetchAndStore() }
-        inFlight = task
-        return task
-    }
-
-    private func fetchAndStore() async throws -> OAuthAccessToken {
-        defer { inFlight = nil }
-        do {
-            let token = try await fetcher()
-            cached = token
-            lastFailure = nil
-            return token
-        } catch {
-            lastFailure = (error, now())
-            throw error
-        }
     }
 }
