@@ -42,7 +42,7 @@ final class FakeHMSProcess: @unchecked Sendable {
         process.standardError = FileHandle.standardError
         try process.run()
 
-        let reader = HMSLineReader(stdout.fileHandleForReading)
+        let reader = LineReader(stdout.fileHandleForReading)
         guard let text = reader.firstLine(timeout: timeout),
               let object = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any],
               let port = object["port"] as? Int, let baseURL = object["base_url"] as? String,
@@ -99,43 +99,5 @@ final class FakeHMSProcess: @unchecked Sendable {
     /// `{"sends": [...], "send_count", "token_requests": [...], "issued_tokens", "connections"}`.
     func snapshot(_ client: HTTPClient) async throws -> [String: Any] {
         try await control(client, "/_control/sends") as? [String: Any] ?? [:]
-    }
-}
-
-/// Reads the first line of a pipe with a deadline (the fake prints one JSON line when ready).
-private final class HMSLineReader: @unchecked Sendable {
-    private let lock = NSLock()
-    private var buffer = Data()
-    private var line: String?
-    private let ready = DispatchSemaphore(value: 0)
-
-    init(_ handle: FileHandle) {
-        handle.readabilityHandler = { [weak self] handle in
-            let chunk = handle.availableData
-            guard let self else { return }
-            if chunk.isEmpty {
-                handle.readabilityHandler = nil
-                self.ready.signal()
-                return
-            }
-            self.lock.lock()
-            self.buffer.append(chunk)
-            let newline = self.buffer.firstIndex(of: UInt8(ascii: "\n"))
-            if self.line == nil, let newline {
-                self.line = String(decoding: self.buffer[..<newline], as: UTF8.self)
-                handle.readabilityHandler = nil
-                self.lock.unlock()
-                self.ready.signal()
-                return
-            }
-            self.lock.unlock()
-        }
-    }
-
-    func firstLine(timeout: TimeInterval) -> String? {
-        _ = ready.wait(timeout: .now() + timeout)
-        lock.lock()
-        defer { lock.unlock() }
-        return line
     }
 }
