@@ -182,6 +182,16 @@ final class RetryService: Service, RetrySink, Sendable {
             if !owned { followed.withLock { $0[key] = entries } } else { _ = await persist(key) }
             return
         }
+        // Unsubscribed (or revoked) meanwhile: its pending data notifications are dropped; a revoke still goes.
+        if !entry.isRevoke,
+            store.app(entry.app)?.withIndex({ $0.subscription(path: entry.path, subscriber: entry.subscriber) }) == nil
+        {
+            queue.withLock { $0.completed(key) }
+            metrics.retryOutcome("dropped_unsubscribed")
+            _ = await persist(key)
+            updateBacklog()
+            return
+        }
         let outcome = await sender.send(token: entry.subscriber.token, payload: payload)
         let now = clock()
         switch outcome {
