@@ -19,8 +19,8 @@ SIGTERM_EXIT_TIMEOUT = 20.0
 def test_events_published_while_down_are_delivered_after_restart(stack_factory, uniq, token_factory):
     """Subscriptions live in the state topic; the consumer group's committed offsets say where to resume.
 
-    A noData subscription is used because shadows (the data behind value/childEvent) are not checkpointed
-    yet (issue 3): after a restart they are re-seeded by the next event at or above the node.
+    A noData subscription keeps the expected payloads simple; shadows across a restart are
+    test_shadows_survive_a_restart's subject.
     """
     stack = stack_factory()
     s = f"{uniq}/r"
