@@ -3,6 +3,7 @@
 // project's build and CI do not compile the benchmark framework.
 //   cd Benchmarks && swift package --disable-sandbox benchmark
 //   cd Benchmarks && swift run -c release SubscriptionMemory 1000000
+//   python3 Benchmarks/load-test.py --rate 5000 --seconds 20   (builds and uses LoadFakeFCM, see README.md)
 import PackageDescription
 
 let package = Package(
@@ -11,6 +12,8 @@ let package = Package(
     dependencies: [
         .package(path: ".."),
         .package(url: "https://github.com/ordo-one/benchmark", from: "1.38.1", traits: ["MallocInterposer"]),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
     ],
     targets: [
         .executableTarget(
@@ -28,6 +31,18 @@ let package = Package(
             name: "SubscriptionMemory",
             dependencies: [.product(name: "PushCore", package: "main")],
             path: "Sources/SubscriptionMemory"
+        ),
+        // A fast fake FCM (h2c) for the end-to-end load test (load-test.py): counts sends and measures
+        // produce → provider-request latency from the `ts` the load generator puts in each value.
+        .executableTarget(
+            name: "LoadFakeFCM",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ],
+            path: "Sources/LoadFakeFCM"
         ),
     ]
 )

@@ -54,14 +54,15 @@ public final class OrderedDelivery: Sendable {
     /// Lets the next ticket of the same key go.
     public func release(_ ticket: Ticket) {
         let next = queues.withLock { queues -> Ticket? in
-            guard var line = queues[ticket.key] else { return nil }
-            if let index = line.firstIndex(where: { $0 === ticket }) { line.remove(at: index) }
-            if line.isEmpty {
+            // Mutated in place through the dictionary (copying the line out would copy it on every release:
+            // O(n) per notification for a subscriber with a backlog).
+            guard let index = queues[ticket.key]?.firstIndex(where: { $0 === ticket }) else { return nil }
+            queues[ticket.key]?.remove(at: index)
+            guard let first = queues[ticket.key]?.first else {
                 queues[ticket.key] = nil
                 return nil
             }
-            queues[ticket.key] = line
-            return line.first
+            return first
         }
         guard let next else { return }
         let waiter = next.state.withLock { state -> CheckedContinuation<Void, Never>? in

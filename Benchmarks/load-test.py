@@ -1,0 +1,527 @@
+#!/usr/bin/env python3
+"""End-to-end load test (SPEC §10): Kafka change events → gateway → FCM requests, all on this machine.
+
+    python3 Benchmarks/load-test.py --rate 5000 --seconds 20          # (a) 5,000 notifications/s
+    python3 Benchmarks/load-test.py --rate 10000 --seconds 20         # (b) 10,000 notifications/s
+    python3 Benchmarks/load-test.py --backlog 30000                   # (c) drain a backlog of 30,000 events
+                                                                      #     (× fan-out 10 = 300,000 notifications)
+    ... --kafka-prop fetch.wait.max.ms=20    the gateway's consumer polls Tansu every 20 ms instead of 500 ms
+    ... --observe                            also time broker-only produce → consume (perturbs the run)
+
+Results and their reading: Benchmarks/README.md ("Load test").
+
+Starts a Tansu broker (topics with 4 partitions), the fast fake FCM (Benchmarks LoadFakeFCM, h2c; built with
+`swift build -c release --product LoadFakeFCM` in Benchmarks/ when missing) and the gateway (release binary,
+PUSH_GATEWAY_BIN or .build/release/push-gateway) pointing at both; subscribes --devices devices in value mode,
+--fanout per path, on --apps apps whose ids cover the 4 partitions; then publishes SET change events whose
+value is {"ts": <produce time, ns since the epoch>} (one event → fan-out notifications):
+
+- rate mode: at rate/fanout events per second, --warmup seconds first, then a --seconds measurement window;
+- backlog mode: every event as fast as the producer goes, then the gateway drains them.
+
+The fake FCM answers every send and measures now − ts (produce → provider request). Reported: sustained
+notifications/s (median of the window's per-second counts; for a backlog, of the full seconds between the first
+and the last send), exact p50/p90/p99 latency over the window, the CPU used by each process during it (from
+/proc, in % of one core), and whether every expected notification arrived. One JSON result line at the end
+(also written to --json-out when given). Every process is stopped at the end; all waits are bounded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import queue
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
+
+import requests  # noqa: E402
+import yaml  # noqa: E402
+from confluent_kafka import Producer  # noqa: E402
+
+from kafka_util import Tansu, Topics, encode_change_event  # noqa: E402
+from procutil import free_port  # noqa: E402
+
+FAST_GROUP_PROPERTIES = {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
+PARTITIONS = 4
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def cpu_ticks(pid: int) -> int:
+    """utime + stime (+ children's) of a process, in clock ticks."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+
+
+def thread_ticks(pid: int) -> dict:
+    """{(tid, name): utime + stime} of every thread of a process."""
+    out = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                head, rest = f.read().rsplit(")", 1)
+            fields = rest.split()
+            out[(tid, head.split("(", 1)[1])] = int(fields[11]) + int(fields[12])
+        except (OSError, IndexError):
+            pass
+    return out
+
+
+def top_threads(a: dict, b: dict, seconds: float, n: int = 6) -> dict:
+    """The `n` busiest threads between two thread_ticks snapshots, in % of one core, by thread name."""
+    busy = sorted(((b[k] - a.get(k, 0), k) for k in b), reverse=True)[:n]
+    return {f"{name}#{tid}": round(100.0 * d / CLK_TCK / seconds, 1) for d, (tid, name) in busy if d > 0}
+
+
+def app_ids(count: int) -> list[str]:
+    """`count` app ids spread evenly over the partitions under librdkafka's consistent partitioner (CRC-32 of
+    the key modulo the partition count), so that every partition carries load."""
+    by_partition: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+    i = 0
+    while sum(len(v) for v in by_partition.values()) < count:
+        name = f"load{i}"
+        p = zlib.crc32(name.encode()) % PARTITIONS
+        if len(by_partition[p]) < (count + PARTITIONS - 1) // PARTITIONS:
+            by_partition[p].append(name)
+        i += 1
+    return sorted((n for v in by_partition.values() for n in v), key=lambda n: int(n[4:]))[:count]
+
+
+def service_account(path: str, project: str, token_url: str, key_pem: str) -> str:
+    with open(path, "w") as f:
+        json.dump({"type": "service_account", "project_id": project, "private_key_id": "k1",
+                   "private_key": key_pem, "client_email": f"load@{project}.iam.gserviceaccount.com",
+                   "client_id": "1", "token_uri": token_url}, f)
+    return path
+
+
+def rsa_pem() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+class Proc:
+    """A child process with its output to files (or stdout to a pipe), stopped with SIGTERM then SIGKILL."""
+
+    def __init__(self, name: str, argv: list[str], workdir: str, env: dict | None = None, pipe: bool = False):
+        self.name = name
+        self.err = open(os.path.join(workdir, f"{name}.stderr"), "wb")
+        out = subprocess.PIPE if pipe else open(os.path.join(workdir, f"{name}.stdout"), "wb")
+        self.p = subprocess.Popen(argv, stdout=out, stderr=self.err, env=env,
+                                  stdin=subprocess.PIPE if pipe else subprocess.DEVNULL, text=pipe, bufsize=1 if pipe else -1)
+
+    @property
+    def pid(self) -> int:
+        return self.p.pid
+
+    def stop(self, grace: float = 10.0) -> None:
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(grace)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait(5)
+
+
+class Fake:
+    """LoadFakeFCM: per-second lines collected by a reader thread; `reset`/`report` on its stdin."""
+
+    def __init__(self, workdir: str):
+        binary = os.path.join(ROOT, "Benchmarks", ".build", "release", "LoadFakeFCM")
+        if not os.path.exists(binary):
+            log("building LoadFakeFCM (swift build -c release --product LoadFakeFCM in Benchmarks/)")
+            subprocess.run(["swift", "build", "-c", "release", "--product", "LoadFakeFCM"],
+                           cwd=os.path.join(ROOT, "Benchmarks"), check=True, timeout=1800)
+        self.proc = Proc("fake-fcm", [binary, "0"], workdir, pipe=True)
+        self.lines: "queue.Queue[dict]" = queue.Queue()
+        self.seconds: list[dict] = []
+        self.total = 0
+        self.lock = threading.Lock()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        first = self.next_line(lambda d: "port" in d or "error" in d, 30)
+        if "port" not in first:
+            raise RuntimeError(f"fake FCM did not start: {first}")
+        self.port = first["port"]
+
+    def _read(self) -> None:
+        for line in self.proc.p.stdout:
+            try:
+                d = json.loads(line)
+            except ValueError:
+                continue
+            if "sends" in d and "t" in d:
+                with self.lock:
+                    self.seconds.append(d)
+                    self.total += d["sends"]
+            else:
+                self.lines.put(d)
+
+    def next_line(self, pred, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                d = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if pred(d):
+                return d
+        raise RuntimeError("no expected line from the fake FCM within %ss (stderr: %s)" % (
+            timeout, open(self.proc.err.name).read()[-2000:]))
+
+    def command(self, word: str) -> None:
+        self.proc.p.stdin.write(word + "\n")
+        self.proc.p.stdin.flush()
+
+    def report(self) -> dict:
+        self.command("report")
+        return self.next_line(lambda d: d.get("window"), 30)
+
+    def stop(self) -> dict | None:
+        try:
+            self.proc.p.stdin.close()
+        except OSError:
+            pass
+        summary = None
+        try:
+            summary = self.next_line(lambda d: d.get("summary"), 15)
+        except RuntimeError:
+            pass
+        self.proc.stop(5)
+        return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", type=int, default=5000, help="target notifications/s (rate mode)")
+    ap.add_argument("--seconds", type=int, default=20, help="measurement window (rate mode)")
+    ap.add_argument("--warmup", type=int, default=5, help="seconds at the rate before the window")
+    ap.add_argument("--backlog", type=int, default=0, help="backlog mode: publish this many events at once")
+    ap.add_argument("--devices", type=int, default=1000)
+    ap.add_argument("--fanout", type=int, default=10, help="subscribers per path = notifications per event")
+    ap.add_argument("--apps", type=int, default=4)
+    ap.add_argument("--linger-ms", type=float, default=20.0,
+                    help="producer batching delay (Tansu spends CPU per produce request: small batches slow it down)")
+    ap.add_argument("--max-in-flight", type=int, default=2000, help="fcm.maxInFlightPerProject")
+    ap.add_argument("--max-in-flight-records", type=int, default=20000, help="kafka.maxInFlightRecords")
+    ap.add_argument("--kafka-prop", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra librdkafka property for the gateway (kafka.properties), e.g. fetch.wait.max.ms=10")
+    ap.add_argument("--observe", action="store_true",
+                    help="also read the change topic with a plain consumer (same kafka props) and report the "
+                         "broker-only produce → consume latency, to separate it from the gateway's share")
+    ap.add_argument("--json-out", default="")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    args = ap.parse_args()
+
+    binary = os.environ.get("PUSH_GATEWAY_BIN", os.path.join(ROOT, ".build", "release", "push-gateway"))
+    work = tempfile.mkdtemp(prefix="load-test-")
+    log(f"work directory {work}")
+    paths_total = args.devices // args.fanout
+    apps = app_ids(args.apps)
+    broker = fake = gw = producer = None
+    result: dict = {}
+    try:
+        broker = Tansu(work).start()
+        topics = Topics.unique(broker, PARTITIONS)
+        fake = Fake(work)
+        base = f"http://127.0.0.1:{fake.port}"
+        pem = rsa_pem()
+        http_port = free_port()
+        config = {
+            "http": {"host": "127.0.0.1", "port": http_port},
+            "kafka": {"brokers": broker.bootstrap, "groupId": topics.group, "changesTopic": topics.changes,
+                      "deadLetterTopic": topics.dlq, "stateTopic": topics.state,
+                      "snapshotRequestsTopic": topics.snapshots, "maxInFlightRecords": args.max_in_flight_records,
+                      "properties": dict(FAST_GROUP_PROPERTIES, **dict(kv.split("=", 1) for kv in args.kafka_prop))},
+            "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": 2,
+                    "maxInFlightPerProject": args.max_in_flight},
+            "logging": {"format": "json", "level": "warning"},
+            "apps": {a: {"fcmServiceAccountFile": service_account(os.path.join(work, f"{a}-sa.json"),
+                                                                  f"proj-{a}", base + "/token", pem)}
+                     for a in apps},
+        }
+        with open(os.path.join(work, "gateway.yaml"), "w") as f:
+            yaml.safe_dump(config, f, sort_keys=False)
+        env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PUSH_"))
+        env["LD_LIBRARY_PATH"] = os.path.join(ROOT, ".deps", "lib")
+        gw = Proc("gateway", [binary, "run", "--config", os.path.join(work, "gateway.yaml")], work, env=env)
+        session = requests.Session()
+        deadline = time.monotonic() + 90
+        while True:
+            if gw.p.poll() is not None:
+                raise RuntimeError("gateway exited: " + open(gw.err.name).read()[-3000:])
+            try:
+                if session.get(f"http://127.0.0.1:{http_port}/readyz", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("gateway not ready in 90 s: " + open(gw.err.name).read()[-3000:])
+            time.sleep(0.25)
+        log(f"gateway ready; subscribing {args.devices} devices ({paths_total} paths × {args.fanout}) on apps {apps}")
+
+        # Path i belongs to app i % apps; every path gets `fanout` devices (tokens shaped like FCM's).
+        targets = [(apps[i % len(apps)], f"/load/p{i}") for i in range(paths_total)]
+        t0 = time.monotonic()
+        local = threading.local()
+
+        def subscribe(job: tuple) -> None:
+            i, k = job
+            app, path = targets[i]
+            token = f"d{i:05d}x{k:03d}:APA91b" + "L" * 140
+            if not hasattr(local, "s"):
+                local.s = requests.Session()
+            r = local.s.put(f"http://127.0.0.1:{http_port}/base/{app}/.wakeup{path}",
+                            params={"id": token, "mode": "value"}, timeout=10)
+            if r.status_code != 204:
+                raise RuntimeError(f"subscribe {app}{path}: {r.status_code} {r.text[:300]}")
+
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(subscribe, [(i, k) for i in range(len(targets)) for k in range(args.fanout)]))
+        log(f"subscribed in {time.monotonic() - t0:.1f}s")
+
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": args.linger_ms,
+                             "batch.num.messages": 10000, "queue.buffering.max.messages": 2_000_000,
+                             "acks": 1, "enable.idempotence": False})
+        errors: list = []
+        acks: list = []  # produce() → broker acknowledgement, seconds (librdkafka's msg.latency())
+
+        def delivered(err, msg):
+            if err is not None:
+                errors.append(err)
+            elif measuring:
+                acks.append(msg.latency())
+
+        produced = 0
+        measuring = False
+
+        def produce_one() -> None:
+            nonlocal produced
+            app, path = targets[produced % len(targets)]
+            value = encode_change_event(app, path, "SET", after='{"ts":%d}' % time.time_ns(),
+                                        event_id=f"e{produced}", timestamp_ms=int(time.time() * 1000))
+            while True:
+                try:
+                    producer.produce(topics.changes, key=app.encode(), value=value, on_delivery=delivered)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+            produced += 1
+
+        # Subscriptions become active on the partition owner once their state records are consumed: probe
+        # with one event per path until every path's first notification arrived, then start.
+        log("probing: one event per path")
+        for _ in targets:
+            produce_one()
+        producer.flush(30)
+        want = len(targets) * args.fanout
+        deadline = time.monotonic() + 60
+        while fake.total < want and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if fake.total < want:
+            raise RuntimeError(f"probe: only {fake.total} of {want} notifications arrived in 60 s")
+        time.sleep(1.5)
+        base_sends = fake.total
+        log(f"probe ok ({fake.total} notifications)")
+
+        watched = {"gateway": gw.pid, "tansu": broker.proc.popen.pid, "fake_fcm": fake.proc.pid, "load_gen": os.getpid()}
+
+        def cpu_snapshot() -> dict:
+            return {k: cpu_ticks(v) for k, v in watched.items()} | {"_threads": thread_ticks(gw.pid)}
+
+        def cpu_percent(a: dict, b: dict, seconds: float) -> dict:
+            out = {k: round(100.0 * (b[k] - a[k]) / CLK_TCK / seconds, 1) for k in a if k != "_threads"}
+            out["gateway_threads"] = top_threads(a["_threads"], b["_threads"], seconds)
+            return out
+
+        observed: list = []  # (ts_ns, consumed_ns) of the observer consumer
+        observer_stop = threading.Event()
+        observer = None
+        if args.observe:
+            from confluent_kafka import Consumer, TopicPartition, OFFSET_END
+            props = dict(kv.split("=", 1) for kv in args.kafka_prop)
+            oc = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "observer-" + topics.suffix,
+                           "enable.auto.commit": False, **props})
+            oc.assign([TopicPartition(topics.changes, p, OFFSET_END) for p in range(PARTITIONS)])
+
+            def observe() -> None:
+                try:
+                    while not observer_stop.is_set():
+                        for m in oc.consume(1000, 0.1):
+                            if m.error():
+                                continue
+                            v = m.value()
+                            i = v.find(b'{"ts":')
+                            if i >= 0:
+                                observed.append((int(v[i + 6: v.index(b"}", i)]), time.time_ns()))
+                finally:
+                    oc.close()
+            observer = threading.Thread(target=observe, daemon=True)
+            observer.start()
+            time.sleep(2)
+
+        if args.backlog:
+            start_produced = produced
+            t_pub = time.monotonic()
+            t_pub_wall = window_wall_start = time.time()
+            cpu0 = cpu_snapshot()
+            fake.command("reset")
+            measuring = True
+            for _ in range(args.backlog):
+                produce_one()
+                if produced % 5000 == 0:
+                    producer.poll(0)
+            producer.flush(120)
+            pub_s = time.monotonic() - t_pub
+            log(f"published {args.backlog} events in {pub_s:.1f}s ({args.backlog / pub_s:.0f}/s); draining")
+            want = base_sends + args.backlog * args.fanout
+            deadline = time.monotonic() + 600
+            last, last_change = fake.total, time.monotonic()
+            while fake.total < want and time.monotonic() < deadline and time.monotonic() - last_change < 30:
+                time.sleep(0.5)
+                if fake.total != last:
+                    last, last_change = fake.total, time.monotonic()
+            window = fake.report()
+            window_wall_end = time.time()
+            elapsed = time.monotonic() - t_pub
+            cpu1 = cpu_snapshot()
+            with fake.lock:
+                secs = list(fake.seconds)
+            active = [s for s in secs if s["t"] >= t_pub_wall + 0.5]
+            idx = [i for i, s in enumerate(active) if s["sends"] > 0]
+            steady = [s["sends"] for s in active[idx[0] + 1: idx[-1]]] if len(idx) >= 3 else []
+            drain_s = (idx[-1] - idx[0] + 1) if idx else 0
+            result = {
+                "scenario": "backlog", "events": args.backlog, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout,
+                "notifications_expected": args.backlog * args.fanout,
+                "notifications_received": fake.total - base_sends,
+                "publish_seconds": round(pub_s, 2),
+                "drain_seconds": drain_s,
+                "achieved_per_s_median": int(statistics.median(steady)) if steady else 0,
+                "achieved_per_s_mean": int((fake.total - base_sends) / max(1, drain_s)),
+                "latency_ms (queueing, not meaningful)": {k: window[k] for k in ("p50_ms", "p99_ms", "max_ms")},
+                "cpu_percent_of_one_core": cpu_percent(cpu0, cpu1, elapsed),
+                "per_second": [s["sends"] for s in active[idx[0]: idx[-1] + 1]] if idx else [],
+            }
+        else:
+            event_rate = args.rate / args.fanout
+            log(f"publishing {event_rate:.0f} events/s ({args.rate} notifications/s): "
+                f"{args.warmup}s warm-up + {args.seconds}s window")
+            start = time.monotonic()
+            start_produced = produced
+            window_start = start + args.warmup
+            end = window_start + args.seconds
+            in_window = False
+            cpu0 = None
+            window_t0 = 0.0
+            while True:
+                now = time.monotonic()
+                if now >= end:
+                    break
+                if not in_window and now >= window_start:
+                    in_window = True
+                    fake.command("reset")
+                    measuring = True
+                    cpu0 = cpu_snapshot()
+                    window_t0 = now
+                    window_wall_start = time.time()
+                due = int((now - start) * event_rate) - (produced - start_produced)
+                for _ in range(due):
+                    produce_one()
+                producer.poll(0)
+                time.sleep(0.002)
+            window = fake.report()
+            measuring = False
+            cpu1 = cpu_snapshot()
+            window_s = time.monotonic() - window_t0
+            window_wall_end = time.time()
+            published = produced - start_produced
+            producer.flush(30)
+            want = base_sends + published * args.fanout
+            deadline = time.monotonic() + 60
+            while fake.total < want and time.monotonic() < deadline:
+                time.sleep(0.2)
+            with fake.lock:
+                secs = [s["sends"] for s in fake.seconds if window_wall_start + 1 <= s["t"] <= window_wall_end]
+            result = {
+                "scenario": "rate", "target_per_s": args.rate, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout, "window_seconds": round(window_s, 1),
+                "achieved_per_s_median": int(statistics.median(secs)) if secs else 0,
+                "achieved_per_s_window": window["rate"],
+                "p50_ms": window["p50_ms"], "p90_ms": window["p90_ms"], "p99_ms": window["p99_ms"],
+                "p999_ms": window["p999_ms"], "max_ms": window["max_ms"],
+                "notifications_expected": published * args.fanout,
+                "notifications_received": fake.total - base_sends,
+                "cpu_percent_of_one_core": cpu_percent(cpu0, cpu1, window_s),
+                "per_second": secs,
+            }
+        if observer is not None:
+            time.sleep(1)
+            observer_stop.set()
+            observer.join(10)
+            lo, hi = int(window_wall_start * 1e9), int(window_wall_end * 1e9)
+            lat = sorted((c - t) / 1e6 for t, c in observed if lo <= t <= hi)
+            if lat:
+                result["broker_only_consume_ms"] = {"n": len(lat), "p50": round(lat[len(lat) // 2], 1),
+                                                    "p99": round(lat[int(len(lat) * 0.99)], 1)}
+        if acks:
+            acks.sort()
+            result["broker_ack_ms"] = {"p50": round(acks[len(acks) // 2] * 1000, 1),
+                                       "p99": round(acks[int(len(acks) * 0.99)] * 1000, 1)}
+        if errors:
+            result["produce_errors"] = [str(e) for e in errors[:5]]
+        try:
+            metrics = session.get(f"http://127.0.0.1:{http_port}/metrics", timeout=5).text
+            with open(os.path.join(work, "metrics.txt"), "w") as f:
+                f.write(metrics)
+            result["gateway_metrics"] = [l for l in metrics.splitlines()
+                                         if not l.startswith("#") and ("dead" in l or "error" in l or "fail" in l)
+                                         and not l.rstrip().endswith(" 0") and not l.rstrip().endswith(" 0.0")][:12]
+        except requests.RequestException:
+            pass
+        return 0
+    finally:
+        if producer is not None:
+            producer.flush(5)
+            producer = None  # destroyed before the broker stops
+        if gw:
+            gw.stop(15)
+        if fake:
+            summary = fake.stop()
+            if summary:
+                result["fake_summary"] = summary
+        if broker:
+            broker.stop()
+        if result:
+            line = json.dumps(result)
+            print(line, flush=True)
+            if args.json_out:
+                with open(args.json_out, "w") as f:
+                    f.write(line + "\n")
+        if gw:
+            errs = [l for l in open(gw.err.name, errors="replace") if '"level":"error"' in l or "rror" in l][:5]
+            if errs:
+                log("gateway error lines:\n" + "".join(e[:400] for e in errs))
+        if not args.keep:
+            import shutil
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
