@@ -17,6 +17,8 @@ import Yams
 final class AppSettingsReloader: Service, Sendable {
     private struct Entry: Sendable {
         var fingerprint: String
+        /// The FCM service account file the settings named when last parsed ("" for none).
+        var accountFile: String
     }
 
     private let inline: [String: AppSettings]
@@ -88,16 +90,22 @@ final class AppSettingsReloader: Service, Sendable {
                 logger.error("cannot read app settings file", metadata: ["file": "\(url.path)"])
                 continue
             }
-            let fingerprint = self.fingerprint(bytes)
+            let fingerprint = self.fingerprint(bytes, accountFile: previous[app]?.accountFile ?? "")
             if previous[app]?.fingerprint == fingerprint { continue }
-            files.withLock { $0[app] = Entry(fingerprint: fingerprint) }
             let state = store.state(app)
             do {
                 let settings: AppSettings
                 do {
                     settings = try YAMLDecoder().decode(AppSettings.self, from: String(decoding: bytes, as: UTF8.self))
                 } catch {
+                    let unparsed = self.fingerprint(bytes, accountFile: "")
+                    files.withLock { $0[app] = Entry(fingerprint: unparsed, accountFile: "") }
                     throw ConfigurationError("not valid settings YAML/JSON: \(error)")
+                }
+                // Fingerprinted with the account file these settings name, so a rotated Secret is noticed.
+                let account = settings.fcmServiceAccountFile
+                files.withLock {
+                    $0[app] = Entry(fingerprint: self.fingerprint(bytes, accountFile: account), accountFile: account)
                 }
                 state.setProfile(try builder.build(name: app, settings: settings, previous: state.profile))
                 metrics.appSettingsLoaded(result: "loaded")
@@ -142,14 +150,11 @@ final class AppSettingsReloader: Service, Sendable {
         return result
     }
 
-    /// The file's content plus, when it names one, its FCM service account file's (a rotated Secret
-    /// changes the fingerprint too).
-    private func fingerprint(_ bytes: Data) -> String {
+    /// The file's content plus the content of the FCM service account file it named when last parsed (a
+    /// rotated Secret changes the fingerprint too). Files are not parsed just to be fingerprinted.
+    private func fingerprint(_ bytes: Data, accountFile: String) -> String {
         var material = Array(bytes)
-        if let settings = try? YAMLDecoder().decode(AppSettings.self, from: String(decoding: bytes, as: UTF8.self)),
-            !settings.fcmServiceAccountFile.isEmpty,
-            let account = try? Data(contentsOf: URL(fileURLWithPath: settings.fcmServiceAccountFile))
-        {
+        if !accountFile.isEmpty, let account = try? Data(contentsOf: URL(fileURLWithPath: accountFile)) {
             material.append(0)
             material.append(contentsOf: account)
         }

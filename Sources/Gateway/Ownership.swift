@@ -9,9 +9,22 @@ public final class Ownership: Sendable {
 
     public init(partitioner: KeyPartitioner) { self.partitioner = partitioner }
 
-    func setPartitionCount(_ count: Int32) { state.withLock { $0.partitionCount = count } }
-    func assigned(_ partitions: [Int32]) { state.withLock { $0.owned.formUnion(partitions) } }
-    func revoked(_ partitions: [Int32]) { state.withLock { $0.owned.subtract(partitions) } }
+    func setPartitionCount(_ count: Int32) {
+        state.withLock { $0.partitionCount = count }
+        changes.add(1, ordering: .releasing)
+    }
+    /// Bumped whenever the owned partitions change, so that services can notice a takeover cheaply.
+    private let changes = Atomic<UInt64>(0)
+    var generation: UInt64 { changes.load(ordering: .acquiring) }
+
+    func assigned(_ partitions: [Int32]) {
+        state.withLock { $0.owned.formUnion(partitions) }
+        changes.add(1, ordering: .releasing)
+    }
+    func revoked(_ partitions: [Int32]) {
+        state.withLock { $0.owned.subtract(partitions) }
+        changes.add(1, ordering: .releasing)
+    }
 
     public var partitionCount: Int32 { state.withLock { $0.partitionCount } }
 

@@ -12,6 +12,17 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case queued
 }
 
+extension DeliveryFailure.Kind {
+    /// The providers' classification (FCM and HMS share it).
+    init(_ classification: ProviderClassification) {
+        switch classification {
+        case .retryable: self = .retryable
+        case .tokenDead: self = .tokenDead
+        case .ourFault: self = .ourFault
+        }
+    }
+}
+
 /// Why a provider refused a notification, and what to do about it (SPEC §8).
 public struct DeliveryFailure: Sendable, Equatable {
     public enum Kind: String, Sendable {
@@ -59,12 +70,7 @@ public struct FCMSender: PushSender {
             return .sent
         case .failed(let error):
             let reason = error.code.map { "\($0)" } ?? error.source.description
-            let kind: DeliveryFailure.Kind =
-                switch error.classification {
-                case .retryable: .retryable
-                case .tokenDead: .tokenDead
-                case .ourFault: .ourFault
-                }
+            let kind = DeliveryFailure.Kind(error.classification)
             // QUOTA_EXCEEDED is project-wide unless FCM says it is this device's own message rate.
             let projectQuota = error.code == .quotaExceeded && !error.message.lowercased().contains("device")
             return .failed(
@@ -131,12 +137,7 @@ public final class HMSSender: PushSender {
             return .sent
         case .failed(let error):
             let reason = error.code.map { "hms_\($0.rawValue)" } ?? "hms_\(error.source)"
-            var kind: DeliveryFailure.Kind =
-                switch error.classification {
-                case .retryable: .retryable
-                case .tokenDead: .tokenDead
-                case .ourFault: .ourFault
-                }
+            var kind = DeliveryFailure.Kind(error.classification)
             if error.isAllTokensInvalid {
                 let trusted = guardrail.withLock { guardrail in
                     guardrail.record(token: token, invalid: true, now: now)

@@ -62,15 +62,12 @@ final class RevocationSweeper: Service, Sendable {
         }
     }
 
-    private let lastOwned = Mutex<Set<String>>([])
+    private let lastGeneration = Atomic<UInt64>(0)
 
-    /// True when this replica started owning an app since the last sweep (its rules must be checked here).
+    /// True when the owned partitions changed since the last sweep (apps taken over must be checked here).
     private func ownershipChanged() -> Bool {
-        let owned = Set(store.configuredAppNames.filter { ownership.owns(app: $0) })
-        return lastOwned.withLock { last in
-            defer { last = owned }
-            return !owned.isSubset(of: last)
-        }
+        let generation = ownership.generation
+        return lastGeneration.exchange(generation, ordering: .relaxed) != generation
     }
 
     func sweep(now: Int64) async {

@@ -85,20 +85,21 @@ public struct SubscriptionRecord: Sendable, Equatable {
 ///     key:   ["shadow","toto","/some/path"]
 ///     value: the node's data as compact JSON
 public struct ShadowRecord: Sendable, Equatable {
-    public var app: String
-    public var path: DataPath
-    public var value: JSONValue
+    public let app: String
+    public let path: DataPath
+    public let value: JSONValue
+    /// The value as compact JSON, encoded once: the pipeline checks its size against the app's limit and
+    /// writes the same bytes. A null value is the JSON text `null` (not a tombstone: a known, empty node).
+    public let encodedValue: [UInt8]
 
     public init(app: String, path: DataPath, value: JSONValue) {
         self.app = app
         self.path = path
         self.value = value
+        self.encodedValue = JSONWriter.bytes(value)
     }
 
     public var key: [UInt8] { JSONWriter.bytes(.array([.string("shadow"), .string(app), .string(path.description)])) }
-
-    /// A null value is written as the JSON text `null` (not a tombstone: it is a known, empty node).
-    public var encodedValue: [UInt8] { JSONWriter.bytes(value) }
 }
 
 /// A record of the state topic: a subscription, a shadow checkpoint, or a subscription's pending retries.
