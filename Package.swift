@@ -20,6 +20,7 @@ let package = Package(
         // For the benchmarks package (Benchmarks/).
         .library(name: "PushFormats", targets: ["PushFormats"]),
         .library(name: "JOSE", targets: ["JOSE"]),
+        .library(name: "EventDecoding", targets: ["EventDecoding"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -44,6 +45,11 @@ let package = Package(
         .target(name: "PushCore", dependencies: ["CompactJSON"], swiftSettings: strict),
         // Generated from proto/ (see scripts/generate-proto); committed.
         .target(name: "PushProto", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
+        // Change records (protobuf or its JSON mapping) into validated events. Pure: no Kafka, no I/O.
+        .target(
+            name: "EventDecoding",
+            dependencies: ["PushCore", "PushProto", .product(name: "SwiftProtobuf", package: "swift-protobuf")],
+            swiftSettings: strict),
 
         // One thin Swift wrapper per C library.
         .target(
@@ -94,7 +100,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "PushCore", "PushProto", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
+                "PushCore", "PushProto", "EventDecoding", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
                 "SSLCrypto", "CurlHTTP",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -108,7 +114,7 @@ let package = Package(
         .executableTarget(
             name: "PushGatewayCLI",
             dependencies: [
-                "Gateway", "PushFormats", "JOSE",
+                "Gateway", "EventDecoding", "PushFormats", "JOSE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,

@@ -25,7 +25,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public init() {}
 
     /// The secret of the embedded default app `demo` (its v2 API needs tokens; the start-up banner prints one).
-    /// Only used when the configuration names no apps: never a production secret.
+    /// Only served with the embedded defaults (``GatewayConfiguration/servesDemoApp``): never a production secret.
     public static let demoSecret = "demo-secret-for-the-embedded-defaults-only"
 
     /// The embedded default app: console sink, HS256 tokens signed with ``demoSecret``.

@@ -1,3 +1,4 @@
+import EventDecoding
 import Foundation
 import KafkaClient
 import Logging
@@ -130,7 +131,8 @@ public final class ChangePipeline: Service, Sendable {
         trackers.withLock { $0[partition, default: OffsetTracker()].start(record.offset) }
         let event: ChangeEvent
         do {
-            event = try EventDecoder.decode(record)
+            event = try EventDecoder.decode(
+                value: record.value, contentType: record.header(EventDecoder.contentTypeHeader), key: record.key)
         } catch {
             deadLetter(record, reason: error.reason)
             return

@@ -63,13 +63,26 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var hms = HMS()
     public var subscriptions = Subscriptions()
     public var logging = Logging()
-    public var apps: [String: AppSettings] = ["demo": .demo]
+    /// Apps configured inline (more come from `appSettings.directory`).
+    public var apps: [String: AppSettings] = [:]
     /// Per-app settings files, reloaded without a restart (docs/CONFIGURATION.md).
     public var appSettings = AppSettingsSource()
 
     public init() {}
 
     public var usesEmbeddedBroker: Bool { kafka.brokers.isEmpty }
+
+    /// True when the built-in `demo` app (console sink, a published HS256 secret, no rules) is served: only
+    /// with the embedded defaults (embedded broker, no settings directory, no inline apps). A production
+    /// configuration never gets it.
+    public private(set) var servesDemoApp = false
+
+    /// Adds the `demo` app when the configuration is the embedded default (see ``servesDemoApp``).
+    mutating func addDemoAppToEmbeddedDefaults() {
+        guard usesEmbeddedBroker, appSettings.directory.isEmpty, apps.isEmpty else { return }
+        apps = ["demo": .demo]
+        servesDemoApp = true
+    }
 
     /// Reads a YAML or JSON file (JSON is YAML), then applies environment overrides.
     public static func load(file: String?, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> GatewayConfiguration {
@@ -86,6 +99,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             }
         }
         try configuration.applyEnvironment(environment)
+        configuration.addDemoAppToEmbeddedDefaults()
         try configuration.validate()
         return configuration
     }
@@ -145,7 +159,7 @@ extension GatewayConfiguration {
         hms = try c.decodeIfPresent(HMS.self, forKey: .hms) ?? HMS()
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
-        apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? ["demo": .demo]
+        apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? [:]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
     }
 }

@@ -38,6 +38,10 @@ public struct GatewayApp {
             logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
         }
         defer { withExtendedLifetime(embedded) {} }
+        if configuration.servesDemoApp {
+            logger.notice(
+                "serving the built-in demo app: embedded defaults only (its HS256 secret is public); a configuration with a broker, apps or an app settings directory never serves it")
+        }
         let hasEmbeddedBroker = embedded != nil
 
         let metrics = GatewayMetrics()

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import EventDecoding
 import Gateway
 import KafkaClient
 import Logging

@@ -1,21 +1,24 @@
-import KafkaClient
 import PushCore
 import PushProto
 import SwiftProtobuf
 
 /// Turns a change record into a ``ChangeEvent``: protobuf binary by default, protobuf's JSON mapping when
 /// the record's `content-type` header is `application/json`. A failure carries the dead-letter reason.
+///
+/// Pure (no Kafka, no I/O): the pipeline, `push-gateway validate-event` and the fuzzers share it.
 public enum EventDecoder {
     public static let contentTypeHeader = "content-type"
 
-    public static func decode(_ record: KafkaRecord) throws(ChangeEventError) -> ChangeEvent {
+    /// Decodes a record's value. `contentType` is the record's `content-type` header (nil when absent), `key`
+    /// its key (nil when absent).
+    public static func decode(value: [UInt8], contentType: [UInt8]?, key: [UInt8]?) throws(ChangeEventError) -> ChangeEvent {
         let message: Pushgateway_V1_ChangeEvent
-        let contentType = record.header(contentTypeHeader).map { String(decoding: $0, as: UTF8.self).lowercased() }
+        let contentType = contentType.map { String(decoding: $0, as: UTF8.self).lowercased() }
         do {
             if let contentType, contentType.hasPrefix("application/json") {
-                message = try Pushgateway_V1_ChangeEvent(jsonUTF8Bytes: record.value)
+                message = try Pushgateway_V1_ChangeEvent(jsonUTF8Bytes: value)
             } else {
-                message = try Pushgateway_V1_ChangeEvent(serializedBytes: record.value)
+                message = try Pushgateway_V1_ChangeEvent(serializedBytes: value)
             }
         } catch {
             throw ChangeEventError("undecodable record (\(contentType ?? "protobuf")): \(error)")
@@ -30,8 +33,9 @@ public enum EventDecoder {
         case .unspecified: throw ChangeEventError("op is missing")
         case .UNRECOGNIZED(let value): throw ChangeEventError("unknown op \(value)")
         }
-        if let key = record.keyString, !key.isEmpty, key != message.appID {
-            throw ChangeEventError("record key '\(key.prefix(64))' differs from app_id '\(message.appID.prefix(64))'")
+        if let key, !key.isEmpty, !key.elementsEqual(message.appID.utf8) {
+            let text = String(decoding: key, as: UTF8.self)
+            throw ChangeEventError("record key '\(text.prefix(64))' differs from app_id '\(message.appID.prefix(64))'")
         }
         return try ChangeEvent.validated(
             app: message.appID, path: message.path, operation: operation,
