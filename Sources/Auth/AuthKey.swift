@@ -57,9 +57,9 @@ public enum AuthKey: Sendable {
             kid = value
         }
 
-        let allowed: Set<String> = alg == .hs256 ? ["alg", "kid", "secret", "secretBase64"] : ["alg", "kid", "publicKeyPEM"]
+        let allowed: Set<ExactString> = alg == .hs256 ? ["alg", "kid", "secret", "secretBase64"] : ["alg", "kid", "publicKeyPEM"]
         if let unknown = members.keys.filter({ !allowed.contains($0) }).sorted().first {
-            throw AuthKeyError("\(context): unknown field '\(unknown.prefix(64))'")
+            throw AuthKeyError("\(context): unknown field '\(unknown.string.prefix(64))'")
         }
 
         switch alg {

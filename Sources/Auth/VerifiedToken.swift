@@ -5,11 +5,11 @@ public struct VerifiedToken: Sendable, Equatable {
     /// The user: claim `uid` when it is a non-empty string, else `sub`.
     public let uid: String
     /// Every claim of the payload, as sent.
-    public let claims: [String: JSONValue]
+    public let claims: [ExactString: JSONValue]
     /// `exp` in whole seconds (rounded down when the token gave a fraction).
     public let expiresAt: Int64
 
-    public init(uid: String, claims: [String: JSONValue], expiresAt: Int64) {
+    public init(uid: String, claims: [ExactString: JSONValue], expiresAt: Int64) {
         self.uid = uid
         self.claims = claims
         self.expiresAt = expiresAt

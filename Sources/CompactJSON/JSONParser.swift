@@ -79,7 +79,7 @@ public enum JSONParser {
 
         mutating func parseObject(depth: Int) throws(JSONParseError) -> JSONValue {
             index += 1
-            var members: [String: JSONValue] = [:]
+            var members: [ExactString: JSONValue] = [:]
             skipWhitespace()
             if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
                 index += 1
@@ -88,14 +88,14 @@ public enum JSONParser {
             while true {
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw error("expected a key") }
-                let key = try parseString()
+                let key = ExactString(try parseString())
                 skipWhitespace()
                 guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw error("expected ':'") }
                 index += 1
                 skipWhitespace()
                 let value = try parseValue(depth: depth + 1)
                 if members.updateValue(value, forKey: key) != nil, rejectDuplicateKeys {
-                    throw error("duplicate member '\(key.prefix(32))'")
+                    throw error("duplicate member '\(key.string.prefix(32))'")
                 }
                 skipWhitespace()
                 guard index < bytes.count else { throw error("unexpected end") }

@@ -33,7 +33,7 @@ public enum JSONWriter {
                 guard let member = members[key] else { continue }
                 if !first { output.append(UInt8(ascii: ",")) }
                 first = false
-                writeString(key, into: &output)
+                writeString(key.string, into: &output)
                 output.append(UInt8(ascii: ":"))
                 write(member, into: &output)
             }
@@ -41,7 +41,11 @@ public enum JSONWriter {
         }
     }
 
-    /// Keys in UTF-8 byte order (Swift's `String <` compares Unicode scalars, which for UTF-8 is the same order).
+    /// Keys in UTF-8 byte order.
+    @inlinable
+    public static func sortedKeys<Value>(_ members: [ExactString: Value]) -> [ExactString] { members.keys.sorted() }
+
+    /// Keys in UTF-8 byte order.
     @inlinable
     public static func sortedKeys<Value>(_ members: [String: Value]) -> [String] {
         members.keys.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }

@@ -21,6 +21,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var encryption: JSONValue?
     /// Firebase-style read rules `{"rules":{…}}`; absent: every path is readable.
     public var rules: JSONValue?
+    /// Limits on what one client can create (``AppQuotas``).
+    public var quotas = AppQuotas()
 
     public init() {}
 
@@ -45,6 +47,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     func validate() throws(ConfigurationError) {
         guard subscriptionTTLSeconds > 0 else { throw ConfigurationError("subscriptionTTLSeconds must be positive") }
         guard shadowMaxBytes > 0 else { throw ConfigurationError("shadowMaxBytes must be positive") }
+        try quotas.validate()
         if let hms {
             guard !hms.appId.isEmpty, !hms.clientId.isEmpty, !(hms.clientSecret.isEmpty && hms.clientSecretFile.isEmpty) else {
                 throw ConfigurationError("hms needs appId, clientId and clientSecret (or clientSecretFile)")
@@ -53,7 +56,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, encryption, rules
+        case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, encryption, rules, quotas
     }
 
     public init(from decoder: any Decoder) throws {
@@ -67,6 +70,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         authKeys = try c.decodeIfPresent([DecodedJSON].self, forKey: .authKeys)?.map(\.value) ?? []
         encryption = try c.decodeIfPresent(DecodedJSON.self, forKey: .encryption)?.value
         rules = try c.decodeIfPresent(DecodedJSON.self, forKey: .rules)?.value
+        quotas = try c.decodeIfPresent(AppQuotas.self, forKey: .quotas) ?? quotas
     }
 }
 
@@ -104,8 +108,8 @@ struct DecodedJSON: Decodable {
 
     init(from decoder: any Decoder) throws {
         if let keyed = try? decoder.container(keyedBy: AnyKey.self) {
-            var object: [String: JSONValue] = [:]
-            for key in keyed.allKeys { object[key.stringValue] = try keyed.decode(DecodedJSON.self, forKey: key).value }
+            var object: [ExactString: JSONValue] = [:]
+            for key in keyed.allKeys { object[ExactString(key.stringValue)] = try keyed.decode(DecodedJSON.self, forKey: key).value }
             value = .object(object)
             return
         }

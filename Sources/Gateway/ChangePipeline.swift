@@ -157,7 +157,7 @@ public final class ChangePipeline: Service, Sendable {
             for (path, value) in index.changedShadows {
                 let record = ShadowRecord(app: event.app, path: path, value: value)
                 // A node whose data outgrew the app's limit loses its value/childEvent subscriptions: too_big.
-                if record.encodedValue.count > limit {
+                if record.exceeds(limit: limit) {
                     // The device gets the revocation instead of this event's notification.
                     let removed = index.remove(index.dataSubscriptions(at: path))
                     let gone = Set(removed.map(\.subscriber))

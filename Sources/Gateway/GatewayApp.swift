@@ -88,7 +88,7 @@ public struct GatewayApp {
         let ownership = Ownership(partitioner: kafka.partitioner)
         let stateLog = StateLog(
             consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
-            topic: kafka.stateTopic, store: store, ownership: ownership, logger: logger)
+            topic: kafka.stateTopic, store: store, ownership: ownership, metrics: metrics, logger: logger)
         let retries = RetryService(
             store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership, metrics: metrics, logger: logger)
         stateLog.setRetrySink(retries)

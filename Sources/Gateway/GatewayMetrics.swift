@@ -113,6 +113,22 @@ public final class GatewayMetrics: Sendable {
         name("api_auth_failures", unit: "total", help: "API requests refused by authentication or rules, by reason")
     }
 
+    /// A write refused by a quota: `path_keys`, `user`, `device`, `app`, `anonymous_rate`.
+    public func quotaRefused(_ quota: String) {
+        counter(
+            "quota", Self.name("quota_refusals", unit: "total", help: "API writes refused by a per-app quota, by quota"),
+            [("quota", quota)]
+        ).increment()
+    }
+
+    /// A state-topic record that could not be read (skipped at load and in the tail; logged).
+    public func stateRecordUnreadable() {
+        counter(
+            "unreadable", Self.name("state_records_unreadable", unit: "total", help: "State-topic records skipped as unreadable"),
+            []
+        ).increment()
+    }
+
     public func authFailure(reason: String) {
         counter("auth", Self.apiAuth, [("reason", reason)]).increment()
     }
@@ -131,10 +147,10 @@ public final class GatewayMetrics: Sendable {
     public func recordConsumerLag(statistics: [UInt8], topic: String) {
         guard let partitions = (try? JSONParser.parse(statistics))?["topics"]?[topic]?["partitions"]?.objectValue else { return }
         for (key, partition) in partitions {
-            guard let number = Int32(key), number >= 0, let lag = partition["consumer_lag"]?.doubleValue else { continue }
+            guard let number = Int32(key.string), number >= 0, let lag = partition["consumer_lag"]?.doubleValue else { continue }
             let gauge = lagGauges.withLock { gauges in
                 if let gauge = gauges[number] { return gauge }
-                let gauge = registry.makeGauge(descriptor: Self.lag, labels: [("partition", key)])
+                let gauge = registry.makeGauge(descriptor: Self.lag, labels: [("partition", key.string)])
                 gauges[number] = gauge
                 return gauge
             }

@@ -20,7 +20,7 @@ public struct JSONLogHandler: LogHandler {
     }
 
     public func log(event: LogEvent) {
-        var fields: [String: JSONValue] = [
+        var fields: [ExactString: JSONValue] = [
             "ts": .string(Date().ISO8601Format(.iso8601.time(includingFractionalSeconds: true).year().month().day())),
             "level": .string(event.level.rawValue),
             "label": .string(label),
@@ -30,7 +30,7 @@ public struct JSONLogHandler: LogHandler {
         var merged = metadata
         if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
         if let extra = event.metadata { merged.merge(extra) { $1 } }
-        for (key, value) in merged { fields[key] = .string(value.description) }
+        for (key, value) in merged { fields[ExactString(key)] = .string(value.description) }
         var line = JSONWriter.bytes(.object(fields))
         line.append(0x0A)
         line.withUnsafeBytes { bytes in

@@ -1,3 +1,4 @@
+import CompactJSON
 import Synchronization
 
 /// Keeps notifications to one subscriber in the order their events were consumed, while notifications to
@@ -7,9 +8,9 @@ import Synchronization
 /// the sending task waits for its ticket to come up, sends, then releases it to the next in line.
 public final class OrderedDelivery: Sendable {
     public final class Ticket: Sendable {
-        fileprivate let key: String
+        fileprivate let key: ExactString
         fileprivate let state = Mutex<TicketState>(TicketState())
-        fileprivate init(key: String) { self.key = key }
+        fileprivate init(key: ExactString) { self.key = key }
     }
 
     fileprivate struct TicketState {
@@ -17,7 +18,7 @@ public final class OrderedDelivery: Sendable {
         var waiter: CheckedContinuation<Void, Never>?
     }
 
-    private let queues = Mutex<[String: [Ticket]]>([:])
+    private let queues = Mutex<[ExactString: [Ticket]]>([:])
 
     public init() {}
 
@@ -25,7 +26,8 @@ public final class OrderedDelivery: Sendable {
     public var activeKeys: Int { queues.withLock { $0.count } }
 
     /// Takes the next place in `key`'s line. Call in log order.
-    public func reserve(_ key: String) -> Ticket {
+    public func reserve(_ text: String) -> Ticket {
+        let key = ExactString(text)
         let ticket = Ticket(key: key)
         let first = queues.withLock { queues -> Bool in
             if queues[key] == nil {

@@ -46,6 +46,7 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     private let logger: Logger
     private let applyTimeout: Duration
     private let ownership: Ownership
+    private let metrics: GatewayMetrics?
 
     private struct State {
         /// Next offset to apply, per partition.
@@ -68,8 +69,9 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
     func setRetrySink(_ sink: any RetrySink) { retrySink.withLock { $0 = sink } }
 
     init(consumer: KafkaConsumer, producer: KafkaProducer, topic: String, store: SubscriptionStore, ownership: Ownership,
-         logger: Logger, applyTimeout: Duration = .seconds(10)) {
+         metrics: GatewayMetrics? = nil, logger: Logger, applyTimeout: Duration = .seconds(10)) {
         self.ownership = ownership
+        self.metrics = metrics
         self.consumer = consumer
         self.producer = producer
         self.topic = topic
@@ -189,7 +191,10 @@ public final class StateLog: Service, SubscriptionWriter, Sendable {
                 // Apps without settings are indexed too: their subscriptions are served once settings appear.
                 store.state(decoded.app).withIndex { index in decoded.apply(to: index) }
             } catch {
-                logger.error("unreadable state record skipped", metadata: ["kafka.offset": "\(record.offset)", "error": "\(error)"])
+                metrics?.stateRecordUnreadable()
+                logger.error(
+                    "unreadable state record skipped",
+                    metadata: ["kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)", "error": "\(error)"])
             }
         }
         markApplied(record)

@@ -47,7 +47,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             throw .unauthorized("an 'Authorization: Bearer <token>' header is required")
         }
         let token = try verify(bearer, profile: profile)
-        guard token.uid == uid else {
+        guard token.uid.bytesEqual(uid) else {
             metrics.authFailure(reason: "wrong_uid")
             throw .permissionDenied("the token's uid is not '\(uid.prefix(128))'")
         }
@@ -68,16 +68,76 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         }
     }
 
+    // MARK: Quotas and ownership
+
+    /// 400 when the path has more keys than the app allows.
+    func checkPathDepth(_ path: DataPath, profile: AppProfile) throws(APIError) {
+        let limit = profile.settings.quotas.maxPathKeys
+        guard path.segments.count <= limit else {
+            metrics.quotaRefused("path_keys")
+            throw .badRequest("the path has \(path.segments.count) keys; this application allows at most \(limit)")
+        }
+    }
+
+    /// 429 with `Retry-After` when the app's anonymous write rate is exhausted.
+    func admitAnonymous(app: AppState, profile: AppProfile) throws(APIError) {
+        let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
+        if case .refused(let wait) = app.admitAnonymousWrite(quotas: profile.settings.quotas, now: now) {
+            metrics.quotaRefused("anonymous_rate")
+            let seconds = wait.isFinite ? Int(min(wait.rounded(.up), 3600)) : 3600
+            throw .quotaExceeded("too many anonymous writes for this application; retry later", retryAfterSeconds: seconds)
+        }
+    }
+
+    /// 429 `quota_exceeded` when creating one more subscription would pass a limit of the app.
+    func checkQuotas(app: AppState, profile: AppProfile, subscriber: SubscriberKey, owner: String?) throws(APIError) {
+        let quotas = profile.settings.quotas
+        let (total, device, owned) = app.withIndex { index in
+            (index.subscriptionCount, index.subscriptionCount(device: subscriber.device), owner.map { index.subscriptionCount(owner: $0) })
+        }
+        if total >= quotas.maxSubscriptionsPerApp {
+            metrics.quotaRefused("app")
+            throw .quotaExceeded("this application has reached its limit of \(quotas.maxSubscriptionsPerApp) subscriptions")
+        }
+        if device >= quotas.maxSubscriptionsPerDevice {
+            metrics.quotaRefused("device")
+            throw .quotaExceeded("this device has reached its limit of \(quotas.maxSubscriptionsPerDevice) subscriptions")
+        }
+        if let owned, owned >= quotas.maxSubscriptionsPerUser {
+            metrics.quotaRefused("user")
+            throw .quotaExceeded("this user has reached its limit of \(quotas.maxSubscriptionsPerUser) subscriptions")
+        }
+    }
+
+    /// A v1 subscription made with a token belongs to that token's uid: only a token of the same uid (bytes)
+    /// may refresh or remove it (seed 000). An anonymous one stays open to anyone.
+    func checkOwner(of existing: SubscriptionSettings?, token: VerifiedToken?) throws(APIError) {
+        guard let owner = existing?.authUID else { return }
+        guard let token else {
+            metrics.authFailure(reason: "wrong_uid")
+            throw .permissionDenied("this subscription was made with an auth token: the same user's token is required")
+        }
+        guard token.uid.bytesEqual(owner) else {
+            metrics.authFailure(reason: "wrong_uid")
+            throw .permissionDenied("this subscription belongs to another user")
+        }
+    }
+
     // MARK: v1
 
     func subscribe(_ request: V1SubscribeRequest) async throws(APIError) {
         let (app, profile) = try app(request.app)
+        try checkPathDepth(request.path, profile: profile)
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
+        if token == nil { try admitAnonymous(app: app, profile: profile) }
+        let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
+        let existing = app.withIndex { $0.subscription(path: request.path, subscriber: subscriber) }
+        try checkOwner(of: existing, token: token)
         try checkAccess(app: app, profile: profile, path: request.path, mode: request.mode, token: token)
+        if existing == nil { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token?.uid) }
         let settings = SubscriptionSettings(
             mode: request.mode, format: .v1, expiresAt: now + profile.settings.subscriptionTTLSeconds, authUID: token?.uid)
-        let subscription = Subscription(
-            path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID), settings: settings)
+        let subscription = Subscription(path: request.path, subscriber: subscriber, settings: settings)
         try await write(SubscriptionRecord(app: app.name, subscription: subscription))
         requestSnapshotIfNeeded(app: app, path: request.path, mode: request.mode)
         logger.debug("subscribed", metadata: ["app": "\(request.app)", "sp": "\(request.path)", "mode": "\(request.mode)"])
@@ -85,9 +145,12 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
 
     func unsubscribe(_ request: V1UnsubscribeRequest) async throws(APIError) {
         let (app, profile) = try app(request.app)
-        if let text = request.authToken { _ = try verify(text, profile: profile) }
-        try await write(
-            .deletion(app: app.name, path: request.path, subscriber: SubscriberKey(kind: .mobile, token: request.deviceID)))
+        let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
+        if token == nil { try admitAnonymous(app: app, profile: profile) }
+        let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
+        let existing = app.withIndex { $0.subscription(path: request.path, subscriber: subscriber) }
+        try checkOwner(of: existing, token: token)
+        try await write(.deletion(app: app.name, path: request.path, subscriber: subscriber))
     }
 
     // MARK: v2
@@ -102,6 +165,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     {
         let (app, profile) = try app(name)
         let token = try user(uid, bearer: bearer, profile: profile)
+        try checkPathDepth(request.path, profile: profile)
         let subscriber = SubscriberKey(kind: request.kind, token: request.context, uid: uid)
         let existing = app.withIndex { $0.subscription(path: request.path, subscriber: subscriber) }
         if request.expirationTimestampSeconds == 0 {
@@ -133,8 +197,9 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         } else {
             // Creating through PUT: the body must name the whole tuple, and the tuple must give this id.
             guard let kind = request.kind, let requested = request.path, let context = request.context,
-                SubscriptionID.make(app: name, uid: uid, kind: kind, path: requested, context: context) == id
+                SubscriptionID.make(app: name, uid: uid, kind: kind, path: requested, context: context).bytesEqual(id)
             else { throw .notFound("no subscription '\(id.prefix(64))' for this user") }
+            try checkPathDepth(requested, profile: profile)
             path = requested
             subscriber = SubscriberKey(kind: kind, token: context, uid: uid)
         }
@@ -178,7 +243,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
 
     private func find(app: AppState, uid: String, id: String) -> Subscription? {
         app.withIndex { $0.subscriptions(ofUser: uid) }.first {
-            SubscriptionID.make(app: app.name, path: $0.path, subscriber: $0.subscriber) == id
+            SubscriptionID.make(app: app.name, path: $0.path, subscriber: $0.subscriber).bytesEqual(id)
         }
     }
 
@@ -201,6 +266,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }
+        if !existed { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token.uid) }
         let settings = SubscriptionSettings(
             mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid)
         let subscription = Subscription(path: path, subscriber: subscriber, settings: settings)

@@ -13,6 +13,8 @@ public final class AppState: Sendable {
     /// the node replaces its data. In memory, bounded.
     private let oversized = Mutex<Set<DataPath>>([])
     static let maximumOversizedNodes = 10_000
+    /// Anonymous v1 writes admitted (``AppQuotas/anonymousWritesPerSecond``); rebuilt when the quota changes.
+    private let anonymousWrites = Mutex<TokenBucket?>(nil)
 
     init(name: String) {
         self.name = name
@@ -32,6 +34,18 @@ public final class AppState: Sendable {
 
     func isOversized(_ path: DataPath) -> Bool { oversized.withLock { $0.contains(path) } }
 
+    /// Takes a token from the app's anonymous-write bucket (`now` in seconds, monotonic).
+    func admitAnonymousWrite(quotas: AppQuotas, now: Double) -> TokenBucket.Decision {
+        anonymousWrites.withLock { bucket in
+            if bucket == nil || bucket?.rate != quotas.anonymousWritesPerSecond
+                || bucket?.burst != Double(quotas.anonymousWriteBurst)
+            {
+                bucket = TokenBucket(rate: quotas.anonymousWritesPerSecond, burst: quotas.anonymousWriteBurst)
+            }
+            return bucket?.take(now: now) ?? .admitted
+        }
+    }
+
     /// A write at `path` replaced the data of every node at or below it.
     func dataReplaced(at path: DataPath) {
         oversized.withLock { set in
@@ -48,7 +62,8 @@ public final class AppState: Sendable {
 
 /// The subscriptions of every app seen in the state topic or in the settings.
 public final class SubscriptionStore: Sendable {
-    private let states = Mutex<[String: AppState]>([:])
+    /// By app id bytes (``ExactString``).
+    private let states = Mutex<[ExactString: AppState]>([:])
 
     public init() {}
 
@@ -63,22 +78,22 @@ public final class SubscriptionStore: Sendable {
 
     /// The state of a configured app; nil when the app has no settings.
     public func app(_ name: String) -> AppState? {
-        guard let state = states.withLock({ $0[name] }), state.profile != nil else { return nil }
+        guard let state = states.withLock({ $0[ExactString(name)] }), state.profile != nil else { return nil }
         return state
     }
 
     /// The state of `name`, created when missing (the state topic may hold apps not configured yet).
     func state(_ name: String) -> AppState {
         states.withLock { states in
-            if let state = states[name] { return state }
+            if let state = states[ExactString(name)] { return state }
             let state = AppState(name: name)
-            states[name] = state
+            states[ExactString(name)] = state
             return state
         }
     }
 
     /// Every app with an index or settings.
-    public var appNames: [String] { states.withLock { $0.keys.sorted() } }
+    public var appNames: [String] { states.withLock { $0.keys.sorted().map(\.string) } }
 
     /// Names of the configured apps.
     public var configuredAppNames: [String] {

@@ -5,11 +5,14 @@ public struct APIError: Error, Sendable, Equatable {
     public var status: HTTPResponse.Status
     public var code: String
     public var message: String
+    /// Seconds after which the client may try again (`Retry-After`), when the error says so.
+    public var retryAfterSeconds: Int?
 
-    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil) {
         self.status = status
         self.code = code
         self.message = message
+        self.retryAfterSeconds = retryAfterSeconds
     }
 
     public static func badRequest(_ message: String) -> APIError { APIError(.badRequest, "bad_request", message) }
@@ -24,6 +27,12 @@ public struct APIError: Error, Sendable, Equatable {
     public static func unauthorized(_ message: String) -> APIError { APIError(.unauthorized, "unauthorized", message) }
     public static func conflict(_ message: String) -> APIError { APIError(.conflict, "already_exists", message) }
     public static func notFound(_ message: String) -> APIError { APIError(.notFound, "not_found", message) }
-    public static func unavailable(_ message: String) -> APIError { APIError(.serviceUnavailable, "unavailable", message) }
+    public static func unavailable(_ message: String, retryAfterSeconds: Int? = nil) -> APIError {
+        APIError(.serviceUnavailable, "unavailable", message, retryAfterSeconds: retryAfterSeconds)
+    }
+    /// 429 `quota_exceeded`: a per-app limit on what one client can create, or the anonymous write rate.
+    public static func quotaExceeded(_ message: String, retryAfterSeconds: Int? = nil) -> APIError {
+        APIError(.tooManyRequests, "quota_exceeded", message, retryAfterSeconds: retryAfterSeconds)
+    }
     public static func internalError(_ message: String) -> APIError { APIError(.internalServerError, "internal", message) }
 }

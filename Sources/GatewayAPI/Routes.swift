@@ -81,7 +81,9 @@ public enum Routes {
         body.append(contentsOf: #","message":"#.utf8)
         JSONWriter.writeString(error.message, into: &body)
         body.append(UInt8(ascii: "}"))
-        return Response(status: error.status, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: body)))
+        var headers: HTTPFields = [.contentType: "application/json"]
+        if let seconds = error.retryAfterSeconds { headers[.retryAfter] = String(max(1, seconds)) }
+        return Response(status: error.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }
 

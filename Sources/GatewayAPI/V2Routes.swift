@@ -87,7 +87,7 @@ enum V2Routes {
         return token.isEmpty ? nil : token
     }
 
-    private static func parseBody(_ request: Request) async throws(APIError) -> [String: JSONValue] {
+    private static func parseBody(_ request: Request) async throws(APIError) -> [ExactString: JSONValue] {
         let buffer: ByteBuffer
         do {
             buffer = try await request.body.collect(upTo: maximumBodyBytes)
@@ -100,7 +100,7 @@ enum V2Routes {
         return object
     }
 
-    static func fullRequest(_ body: [String: JSONValue]) throws(APIError) -> V2SubscriptionRequest {
+    static func fullRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2SubscriptionRequest {
         let partial = try partialRequest(body)
         guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile or huawei") }
         guard let path = partial.path else { throw .badRequest("'path' is required") }
@@ -110,10 +110,10 @@ enum V2Routes {
             expirationTimestampSeconds: partial.expirationTimestampSeconds, format: partial.format ?? .v2)
     }
 
-    static func partialRequest(_ body: [String: JSONValue]) throws(APIError) -> V2PartialRequest {
+    static func partialRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2PartialRequest {
         var request = V2PartialRequest()
         func string(_ key: String) throws(APIError) -> String? {
-            guard let value = body[key], value != .null else { return nil }
+            guard let value = body[ExactString(key)], value != .null else { return nil }
             guard let text = value.stringValue else { throw .badRequest("'\(key)' must be a string") }
             return text
         }

@@ -1,3 +1,4 @@
+import CompactJSON
 import SSLCrypto
 
 /// The dot-separated parts of a compact serialisation, as ASCII byte ranges of one buffer.
@@ -45,7 +46,7 @@ struct CompactParts {
 extension HeaderReader.Members {
     /// A member that must be a string when present: `.none` when absent, throws when not a string.
     func string(_ name: String) throws -> String? {
-        guard let member = self[name] else { return nil }
+        guard let member = self[ExactString(name)] else { return nil }
         guard let value = member else { throw JOSEError("JOSE: header parameter \(name) must be a string") }
         return value
     }

@@ -3,7 +3,7 @@ import CompactJSON
 /// Reads a JOSE header: exactly one JSON object, duplicate member names rejected (RFC 7515 §4 allows it).
 enum HeaderReader {
     /// Top-level members: string values decoded, every other value recorded as `nil`.
-    typealias Members = [String: String?]
+    typealias Members = [ExactString: String?]
 
     /// Nil when `json` is not exactly one well-formed JSON object without duplicate members.
     static func members(of json: [UInt8]) -> Members? {

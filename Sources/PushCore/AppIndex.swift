@@ -5,16 +5,23 @@
 /// subtree below the write (subscriptions below it); nothing else is visited, so the cost does not depend
 /// on subscriptions off the write's path.
 ///
+/// Identities are compared by bytes: trie keys are ``ExactString``s, subscribers ``SubscriberKey``s, uids and
+/// devices ``ExactString``/``DeviceKey``. The counts the quotas need (per app, per uid, per device) are kept
+/// up to date on every change, so a quota check is O(1).
+///
 /// Not thread-safe: the owner serialises access (one lock per app).
 public final class AppIndex {
-    /// A trie node. Kept small (about 64 bytes): most nodes only lead to others; what a node with
-    /// subscribers needs lives in its ``Payload``.
+    /// A trie node. Kept small: most nodes only lead to others; what a node with subscribers needs lives in
+    /// its ``Payload``.
     final class Node {
-        var children = CompactMap<String, Node>()
+        var children = CompactMap<ExactString, Node>()
         /// Nil while nobody is subscribed here.
         var payload: Payload?
         /// Subscribers in this node's subtree, itself included.
         var subtreeCount: Int32 = 0
+        /// A lower bound of the earliest expiry in this subtree (exact right after an expiry scan visited it):
+        /// the scan skips every subtree whose bound is in the future.
+        var earliestExpiry: Int64 = .max
 
         var subscriberCount: Int { payload?.subscribers.count ?? 0 }
         var dataSubscriberCount: Int32 { payload?.dataSubscriberCount ?? 0 }
@@ -36,13 +43,25 @@ public final class AppIndex {
     struct UserEntry: Hashable {
         var path: DataPath
         var subscriber: SubscriberKey
+
+        /// The v2 list order: path, then token (bytes).
+        func precedes(_ other: UserEntry) -> Bool {
+            let left = path.description.utf8
+            let right = other.path.description.utf8
+            if !left.elementsEqual(right) { return left.lexicographicallyPrecedes(right) }
+            return subscriber.token.utf8.lexicographicallyPrecedes(other.subscriber.token.utf8)
+        }
     }
 
     public let app: String
     let root = Node()
     public private(set) var subscriptionCount = 0
-    /// The subscriptions of each v2 user (subscribers with a uid), for the v2 API's list/get by id.
-    private var byUser: [String: Set<UserEntry>] = [:]
+    /// The subscriptions of each v2 user (subscribers with a uid), in list order, for the v2 API's list/get.
+    private var byUser: [ExactString: [UserEntry]] = [:]
+    /// Subscriptions per owning uid (the auth token's uid; v2: the subscriber's uid), for the per-uid quota.
+    private var perOwner: [ExactString: Int32] = [:]
+    /// Subscriptions per push destination, for the per-device quota.
+    private var perDevice: [DeviceKey: Int32] = [:]
     /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
     public internal(set) var changedShadows: [(path: DataPath, value: JSONValue)] = []
 
@@ -59,6 +78,7 @@ public final class AppIndex {
     @discardableResult
     public func subscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> SubscribeOutcome {
         var chain: [Node] = [root]
+        chain.reserveCapacity(path.segments.count + 1)
         var node = root
         for key in path.segments {
             if let next = node.children[key] {
@@ -70,23 +90,39 @@ public final class AppIndex {
             }
             chain.append(node)
         }
+        for member in chain where settings.expiresAt < member.earliestExpiry { member.earliestExpiry = settings.expiresAt }
         let payload = node.payload ?? Payload()
         node.payload = payload
         let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
         if let previous, previous.mode.needsData { payload.dataSubscriberCount -= 1 }
         if settings.mode.needsData { payload.dataSubscriberCount += 1 }
         if payload.dataSubscriberCount == 0 { payload.shadow = nil }
-        if previous != nil { return .refreshed }
+        if let previous {
+            if previous.owner != settings.owner {
+                count(owner: previous.owner, by: -1)
+                count(owner: settings.owner, by: 1)
+            }
+            return .refreshed
+        }
         for member in chain { member.subtreeCount += 1 }
         subscriptionCount += 1
-        if let uid = subscriber.uid { byUser[uid, default: []].insert(UserEntry(path: path, subscriber: subscriber)) }
+        count(owner: settings.owner, by: 1)
+        perDevice[subscriber.device, default: 0] += 1
+        if let uid = subscriber.uid {
+            let entry = UserEntry(path: path, subscriber: subscriber)
+            var entries = byUser.removeValue(forKey: ExactString(uid)) ?? []
+            let position = entries.partitioningIndex { !$0.precedes(entry) }
+            entries.insert(entry, at: position)
+            byUser[ExactString(uid)] = entries
+        }
         return .created
     }
 
     /// Removes a subscription; returns its settings when it existed.
     @discardableResult
     public func unsubscribe(path: DataPath, subscriber: SubscriberKey) -> SubscriptionSettings? {
-        var chain: [(Node, String)] = []
+        var chain: [(Node, ExactString)] = []
+        chain.reserveCapacity(path.segments.count)
         var node = root
         for key in path.segments {
             guard let next = node.children[key] else { return nil }
@@ -109,21 +145,41 @@ public final class AppIndex {
             }
         }
         subscriptionCount -= 1
-        if let uid = subscriber.uid, var entries = byUser[uid] {
-            entries.remove(UserEntry(path: path, subscriber: subscriber))
-            byUser[uid] = entries.isEmpty ? nil : entries
+        count(owner: removed.owner, by: -1)
+        let device = subscriber.device
+        if let devices = perDevice[device], devices > 1 { perDevice[device] = devices - 1 } else { perDevice[device] = nil }
+        if let uid = subscriber.uid, var entries = byUser.removeValue(forKey: ExactString(uid)) {
+            let entry = UserEntry(path: path, subscriber: subscriber)
+            if let position = entries.firstIndex(of: entry) { entries.remove(at: position) }
+            if !entries.isEmpty { byUser[ExactString(uid)] = entries }
         }
         return removed
     }
 
-    /// The subscriptions of v2 user `uid`, ordered by path then token.
+    private func count(owner: ExactString?, by delta: Int32) {
+        guard let owner else { return }
+        let updated = (perOwner[owner] ?? 0) + delta
+        perOwner[owner] = updated > 0 ? updated : nil
+    }
+
+    // MARK: Quotas
+
+    /// Subscriptions owned by `uid` (made with its auth token).
+    public func subscriptionCount(owner uid: String) -> Int { Int(perOwner[ExactString(uid)] ?? 0) }
+
+    /// Subscriptions that reach `device`.
+    public func subscriptionCount(device: DeviceKey) -> Int { Int(perDevice[device] ?? 0) }
+
+    // MARK: Queries
+
+    /// The subscriptions of v2 user `uid`, ordered by path then token (bytes). O(the user's subscriptions).
     public func subscriptions(ofUser uid: String) -> [Subscription] {
-        guard let entries = byUser[uid] else { return [] }
+        guard let entries = byUser[ExactString(uid)] else { return [] }
         return entries.compactMap { entry in
             subscription(path: entry.path, subscriber: entry.subscriber).map {
                 Subscription(path: entry.path, subscriber: entry.subscriber, settings: $0)
             }
-        }.sorted { ($0.path.description, $0.subscriber.token) < ($1.path.description, $1.subscriber.token) }
+        }
     }
 
     /// The subscription of `subscriber` at `path`, if any.
@@ -131,18 +187,31 @@ public final class AppIndex {
         node(at: path)?.payload?.subscribers[subscriber]
     }
 
-    /// Every subscription of the app (for listing, persistence and revocation).
+    /// Calls `body` with every subscription of the app. O(nodes): the path is one growing stack, never copied
+    /// per level.
+    public func forEachSubscription(_ body: (Subscription) -> Void) {
+        var stack: [ExactString] = []
+        func visit(_ node: Node) {
+            if let payload = node.payload {
+                let path = DataPath(validatedSegments: stack)
+                payload.subscribers.forEach { subscriber, settings in
+                    body(Subscription(path: path, subscriber: subscriber, settings: settings))
+                }
+            }
+            node.children.forEach { key, child in
+                stack.append(key)
+                visit(child)
+                stack.removeLast()
+            }
+        }
+        visit(root)
+    }
+
+    /// Every subscription of the app (for revocation of the whole app).
     public func allSubscriptions() -> [Subscription] {
         var result: [Subscription] = []
         result.reserveCapacity(subscriptionCount)
-        func visit(_ node: Node, _ path: [String]) {
-            let dataPath = DataPath(validatedSegments: path)
-            node.payload?.subscribers.forEach { subscriber, settings in
-                result.append(Subscription(path: dataPath, subscriber: subscriber, settings: settings))
-            }
-            node.children.forEach { key, child in visit(child, path + [key]) }
-        }
-        visit(root, [])
+        forEachSubscription { result.append($0) }
         return result
     }
 
@@ -180,8 +249,37 @@ public final class AppIndex {
     }
 
     /// The subscriptions whose expiry is at or before `now` (the expiry sweep revokes them).
+    ///
+    /// Visits only the subtrees whose earliest-expiry bound is due, and tightens the bounds it passes, so a
+    /// sweep that finds nothing due costs O(1) and one that does costs about the nodes on the way to the due
+    /// subscriptions (and their siblings' bounds).
     public func expiredSubscriptions(now: Int64) -> [Subscription] {
-        allSubscriptions().filter { $0.settings.expiresAt <= now }
+        var result: [Subscription] = []
+        var stack: [ExactString] = []
+        @discardableResult
+        func visit(_ node: Node) -> Int64 {
+            guard node.earliestExpiry <= now else { return node.earliestExpiry }
+            var earliest = Int64.max
+            if let payload = node.payload {
+                var path: DataPath?
+                payload.subscribers.forEach { subscriber, settings in
+                    earliest = min(earliest, settings.expiresAt)
+                    guard settings.expiresAt <= now else { return }
+                    let at = path ?? DataPath(validatedSegments: stack)
+                    path = at
+                    result.append(Subscription(path: at, subscriber: subscriber, settings: settings))
+                }
+            }
+            node.children.forEach { key, child in
+                stack.append(key)
+                earliest = min(earliest, visit(child))
+                stack.removeLast()
+            }
+            node.earliestExpiry = earliest
+            return earliest
+        }
+        visit(root)
+        return result
     }
 
     /// The `value`/`childEvent` subscriptions at `path` (those that need its shadow).
@@ -196,13 +294,18 @@ public final class AppIndex {
     /// The `value`/`childEvent` subscriptions whose node's shadow is longer than `limit` bytes as compact JSON.
     public func subscriptionsWithShadows(over limit: Int) -> [Subscription] {
         var result: [Subscription] = []
-        func visit(_ node: Node, _ path: [String]) {
+        var stack: [ExactString] = []
+        func visit(_ node: Node) {
             if let shadow = node.shadow, node.dataSubscriberCount > 0, JSONWriter.bytes(shadow).count > limit {
-                result += dataSubscriptions(at: DataPath(validatedSegments: path))
+                result += dataSubscriptions(at: DataPath(validatedSegments: stack))
             }
-            node.children.forEach { key, child in visit(child, path + [key]) }
+            node.children.forEach { key, child in
+                stack.append(key)
+                visit(child)
+                stack.removeLast()
+            }
         }
-        visit(root, [])
+        visit(root)
         return result
     }
 
@@ -221,8 +324,24 @@ public final class AppIndex {
         root.children.removeAll()
         root.payload = nil
         root.subtreeCount = 0
+        root.earliestExpiry = .max
         subscriptionCount = 0
         byUser = [:]
+        perOwner = [:]
+        perDevice = [:]
         return all
+    }
+}
+
+extension Array {
+    /// The first index whose element satisfies `belongsInSecondPartition` (the array is partitioned by it).
+    func partitioningIndex(where belongsInSecondPartition: (Element) -> Bool) -> Int {
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if belongsInSecondPartition(self[middle]) { high = middle } else { low = middle + 1 }
+        }
+        return low
     }
 }

@@ -61,8 +61,8 @@ public struct ChangeEvent: Sendable, Equatable {
         case .merge:
             guard case .object = afterValue else { throw ChangeEventError("MERGE needs an object in after") }
             for key in afterValue.children.keys {
-                do { _ = try DataPath(key) } catch { throw ChangeEventError("bad child key in MERGE: \(error)") }
-                guard !key.contains("/") else { throw ChangeEventError("bad child key in MERGE: contains '/'") }
+                do { _ = try DataPath(key.string) } catch { throw ChangeEventError("bad child key in MERGE: \(error)") }
+                guard !key.string.contains("/") else { throw ChangeEventError("bad child key in MERGE: contains '/'") }
             }
         case .set, .snapshot:
             afterValue = afterValue.normalized()

@@ -1,12 +1,12 @@
 /// A path in an app's database: `/`-separated keys, normalised to a leading `/` and no trailing `/`;
-/// `/` is the root.
+/// `/` is the root. Keys are ``ExactString``s: two paths are the same only when their bytes are.
 public struct DataPath: Sendable, Hashable, CustomStringConvertible {
     public static let maximumUTF8Length = 2048
     public static let root = DataPath(validatedSegments: [])
 
-    public let segments: [String]
+    public let segments: [ExactString]
 
-    public init(validatedSegments: [String]) { self.segments = validatedSegments }
+    public init(validatedSegments: [ExactString]) { self.segments = validatedSegments }
 
     /// Parses and validates a path. Accepts `""`, `"/"`, `"a/b"`, `"/a/b"`, `"/a/b/"`; rejects empty keys
     /// (`/a//b`), keys holding `.` `$` `#` `[` `]` or control characters, and paths over 2048 bytes.
@@ -23,7 +23,7 @@ public struct DataPath: Sendable, Hashable, CustomStringConvertible {
             body = body.dropLast()
             if body.isEmpty { throw .emptyKey }
         }
-        var segments: [String] = []
+        var segments: [ExactString] = []
         for key in body.split(separator: "/", omittingEmptySubsequences: false) {
             guard !key.isEmpty else { throw .emptyKey }
             for scalar in key.unicodeScalars {
@@ -33,7 +33,7 @@ public struct DataPath: Sendable, Hashable, CustomStringConvertible {
                     if scalar.value < 0x20 || scalar.value == 0x7F { throw .invalidCharacter(String(key)) }
                 }
             }
-            segments.append(String(key))
+            segments.append(ExactString(String(key)))
         }
         self.segments = segments
         guard self.utf8Length <= Self.maximumUTF8Length else { throw .tooLong }
@@ -41,14 +41,14 @@ public struct DataPath: Sendable, Hashable, CustomStringConvertible {
 
     public var isRoot: Bool { segments.isEmpty }
 
-    public var description: String { segments.isEmpty ? "/" : "/" + segments.joined(separator: "/") }
+    public var description: String { segments.isEmpty ? "/" : "/" + segments.map(\.string).joined(separator: "/") }
 
     /// Length of the normalised text in bytes.
     public var utf8Length: Int {
-        segments.isEmpty ? 1 : segments.reduce(0) { $0 + 1 + $1.utf8.count }
+        segments.isEmpty ? 1 : segments.reduce(0) { $0 + 1 + $1.string.utf8.count }
     }
 
-    public func appending(_ key: String) -> DataPath { DataPath(validatedSegments: segments + [key]) }
+    public func appending(_ key: ExactString) -> DataPath { DataPath(validatedSegments: segments + [key]) }
 
     /// True when `self` is `other` or one of its ancestors.
     public func isPrefix(of other: DataPath) -> Bool {

@@ -86,7 +86,7 @@ public enum V1Payload {
             DataPayload([
                 .init("s", status), .init("t", "childEvent"), .init("app", app), .init("sp", sp),
                 .init("added", JSONWriter.string(.object(changes.added))),
-                .init("removed", JSONWriter.string(.array(changes.removed.map { .string($0) }))),
+                .init("removed", JSONWriter.string(.array(changes.removed.map { .string($0.string) }))),
                 .init("changed", JSONWriter.string(.object(changes.changed))),
             ])
         }

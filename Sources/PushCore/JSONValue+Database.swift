@@ -5,14 +5,14 @@
 /// children keyed by their index.
 extension JSONValue {
     /// The children of this node, keyed as the database keys them (array indices as decimal strings).
-    public var children: [String: JSONValue] {
+    public var children: [ExactString: JSONValue] {
         switch self {
         case .object(let members): return members
         case .array(let elements):
-            var result: [String: JSONValue] = [:]
+            var result: [ExactString: JSONValue] = [:]
             result.reserveCapacity(elements.count)
             for (index, element) in elements.enumerated() where !element.isNull {
-                result[String(index)] = element
+                result[ExactString(String(index))] = element
             }
             return result
         default: return [:]
@@ -20,18 +20,20 @@ extension JSONValue {
     }
 
     /// The child at `key`, `.null` when absent.
-    public func child(_ key: String) -> JSONValue {
+    public func child(_ key: ExactString) -> JSONValue {
         switch self {
         case .object(let members): return members[key] ?? .null
         case .array(let elements):
-            guard let index = Int(key), index >= 0, index < elements.count, String(index) == key else { return .null }
+            guard let index = Int(key.string), index >= 0, index < elements.count, String(index).bytesEqual(key.string) else {
+                return .null
+            }
             return elements[index]
         default: return .null
         }
     }
 
     /// The value at a relative path below this node, `.null` when absent.
-    public func value<C: Collection>(at relative: C) -> JSONValue where C.Element == String {
+    public func value<C: Collection>(at relative: C) -> JSONValue where C.Element == ExactString {
         var node = self
         for key in relative {
             node = node.child(key)
@@ -42,7 +44,7 @@ extension JSONValue {
 
     /// This value with the node at `relative` replaced by `newValue` (`.null` removes it), normalised.
     public func setting<C: Collection>(_ newValue: JSONValue, at relative: C) -> JSONValue
-    where C.Element == String, C.SubSequence: Collection, C.SubSequence.Element == String {
+    where C.Element == ExactString, C.SubSequence: Collection, C.SubSequence.Element == ExactString {
         guard let first = relative.first else { return newValue.normalized() }
         var members = self.children
         let updated = (members[first] ?? .null).setting(newValue, at: relative.dropFirst())
@@ -52,7 +54,7 @@ extension JSONValue {
 
     /// This value with `update`'s members merged in (a MERGE write): each member replaces the child of the
     /// same key, a null member removes it.
-    public func merging(_ update: [String: JSONValue]) -> JSONValue {
+    public func merging(_ update: [ExactString: JSONValue]) -> JSONValue {
         var members = self.children
         for (key, value) in update {
             let normalized = value.normalized()
@@ -65,7 +67,7 @@ extension JSONValue {
     public func normalized() -> JSONValue {
         switch self {
         case .object(let members):
-            var result: [String: JSONValue] = [:]
+            var result: [ExactString: JSONValue] = [:]
             result.reserveCapacity(members.count)
             for (key, value) in members {
                 let normalized = value.normalized()

@@ -140,7 +140,7 @@ extension AppIndex {
 
     /// The write is above this node; `relative` is this node's path below the write.
     private func applyBelow(
-        _ node: Node, relative: [String], event: ChangeEvent, notify: Bool, now: Int64,
+        _ node: Node, relative: [ExactString], event: ChangeEvent, notify: Bool, now: Int64,
         into output: inout [MatchedNotification]
     ) {
         let new: JSONValue
@@ -184,8 +184,8 @@ extension AppIndex {
     private static func unknownChanges(_ event: ChangeEvent) -> ChildChanges {
         switch event.operation {
         case .merge:
-            var changed: [String: JSONValue] = [:]
-            var removed: [String] = []
+            var changed: [ExactString: JSONValue] = [:]
+            var removed: [ExactString] = []
             for (key, value) in event.after.children {
                 if value.normalized().isNull { removed.append(key) } else { changed[key] = .bool(true) }
             }

@@ -1,12 +1,12 @@
 /// The children of a node that were added, removed and changed by a write.
 public struct ChildChanges: Sendable, Equatable {
-    public var added: [String: JSONValue]
-    public var removed: [String]
-    public var changed: [String: JSONValue]
+    public var added: [ExactString: JSONValue]
+    public var removed: [ExactString]
+    public var changed: [ExactString: JSONValue]
 
-    public init(added: [String: JSONValue] = [:], removed: [String] = [], changed: [String: JSONValue] = [:]) {
+    public init(added: [ExactString: JSONValue] = [:], removed: [ExactString] = [], changed: [ExactString: JSONValue] = [:]) {
         self.added = added
-        self.removed = removed.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        self.removed = removed.sorted()
         self.changed = changed
     }
 
@@ -14,9 +14,9 @@ public struct ChildChanges: Sendable, Equatable {
     public static func between(old: JSONValue, new: JSONValue) -> ChildChanges {
         let before = old.children
         let after = new.children
-        var added: [String: JSONValue] = [:]
-        var changed: [String: JSONValue] = [:]
-        var removed: [String] = []
+        var added: [ExactString: JSONValue] = [:]
+        var changed: [ExactString: JSONValue] = [:]
+        var removed: [ExactString] = []
         for (key, value) in after {
             if let previous = before[key] {
                 if previous != value { changed[key] = value }

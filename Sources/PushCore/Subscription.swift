@@ -24,6 +24,9 @@ public enum NotificationFormat: String, Sendable, CaseIterable {
 
 /// Who is subscribed at a node: the identity of a subscription within its (app, path).
 /// v1 identity is (app, path, device id): `uid` is nil. v2 identity adds the user id.
+///
+/// Equality and hashing compare the token's and the uid's UTF-8 bytes (``ExactString``), never Unicode
+/// canonical equivalence: two tokens or uids that differ in bytes are two identities.
 public struct SubscriberKey: Sendable, Hashable {
     // Field order and a non-optional uid keep the struct at 33 bytes: a million of them are held in memory.
     /// The provider's push token (FCM registration token, HMS push token).
@@ -40,6 +43,30 @@ public struct SubscriberKey: Sendable, Hashable {
         self.token = token
         self.uidStorage = uid ?? ""
         self.kind = kind
+    }
+
+    /// The device this subscriber reaches (kind and token), whatever the user.
+    public var device: DeviceKey { DeviceKey(kind: kind, token: ExactString(token)) }
+
+    public static func == (left: SubscriberKey, right: SubscriberKey) -> Bool {
+        left.kind == right.kind && left.token.bytesEqual(right.token) && left.uidStorage.bytesEqual(right.uidStorage)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(kind)
+        token.hashBytes(into: &hasher)
+        uidStorage.hashBytes(into: &hasher)
+    }
+}
+
+/// A push destination: the provider and the token, compared by bytes (the per-device quota counts by it).
+public struct DeviceKey: Sendable, Hashable {
+    public var kind: SubscriberKind
+    public var token: ExactString
+
+    public init(kind: SubscriberKind, token: ExactString) {
+        self.kind = kind
+        self.token = token
     }
 }
 
@@ -58,6 +85,14 @@ public struct SubscriptionSettings: Sendable, Equatable {
         self.mode = mode
         self.format = format
         self.authUID = authUID
+    }
+
+    /// The uid a quota counts this subscription against: the auth token's uid (v2: the subscriber's uid).
+    public var owner: ExactString? { authUID.map { ExactString($0) } }
+
+    public static func == (left: SubscriptionSettings, right: SubscriptionSettings) -> Bool {
+        left.expiresAt == right.expiresAt && left.mode == right.mode && left.format == right.format
+            && (left.authUID ?? "").bytesEqual(right.authUID ?? "") && (left.authUID == nil) == (right.authUID == nil)
     }
 }
 

@@ -34,7 +34,7 @@ public struct SubscriptionRecord: Sendable, Equatable {
     /// Nil for a tombstone. `authUID` is written only when the subscription was made with an auth token.
     public var value: [UInt8]? {
         guard let settings else { return nil }
-        var document: [String: JSONValue] = [
+        var document: [ExactString: JSONValue] = [
             "expiresAt": .number(String(settings.expiresAt)), "format": .string(settings.format.rawValue),
             "mode": .string(settings.mode.rawValue),
         ]
@@ -100,6 +100,12 @@ public struct ShadowRecord: Sendable, Equatable {
     }
 
     public var key: [UInt8] { JSONWriter.bytes(.array([.string("shadow"), .string(app), .string(path.description)])) }
+
+    /// True when the node's data cannot be kept: longer than `limit` bytes, or nested deeper than the JSON
+    /// parser reads back (it would be stored but lost at the next load). Either way it is `too_big`.
+    public func exceeds(limit: Int) -> Bool {
+        encodedValue.count > limit || value.nestingLevels > JSONParser.maximumDepth
+    }
 }
 
 /// A record of the state topic: a subscription, a shadow checkpoint, or a subscription's pending retries.

@@ -98,7 +98,7 @@ public enum V2Event {
             out.append(contentsOf: #"{"a":"#.utf8)
             JSONWriter.write(.object(shown.added), into: &out)
             out.append(contentsOf: #","r":"#.utf8)
-            JSONWriter.write(.array(shown.removed.map { .string($0) }), into: &out)
+            JSONWriter.write(.array(shown.removed.map { .string($0.string) }), into: &out)
             out.append(contentsOf: #","c":"#.utf8)
             JSONWriter.write(.object(shown.changed), into: &out)
             out.append(UInt8(ascii: "}"))

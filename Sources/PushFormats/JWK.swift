@@ -38,7 +38,7 @@ enum JWK {
         let name = "key \"\(kid)\""
 
         func string(_ field: String) throws(EncryptionKeyError) -> String? {
-            switch members[field] {
+            switch members[ExactString(field)] {
             case nil: return nil
             case .string(let text): return text
             default: throw EncryptionKeyError("\(name): field \"\(field)\" must be a string")

@@ -63,7 +63,7 @@ public enum PayloadDecoder {
     }
 
     private static func dataMap(
-        _ members: [String: JSONValue], keys: [JWEKey], depth: Int
+        _ members: [ExactString: JSONValue], keys: [JWEKey], depth: Int
     ) throws(PayloadDecodingError) -> Decoded {
         if let evt = members["evt"] {
             guard case .string(let compact) = evt else { throw PayloadDecodingError("field \"evt\" must be a string") }
@@ -90,9 +90,9 @@ public enum PayloadDecoder {
 
     // MARK: v1
 
-    private static func v1(_ members: [String: JSONValue]) throws(PayloadDecodingError) -> Decoded {
+    private static func v1(_ members: [ExactString: JSONValue]) throws(PayloadDecodingError) -> Decoded {
         var event = members
-        for field in ["d", "added", "removed", "changed"] {
+        for field: ExactString in ["d", "added", "removed", "changed"] {
             guard let member = members[field] else { continue }
             guard case .string(let text) = member else {
                 throw PayloadDecodingError("v1 field \"\(field)\" must be a string holding JSON text")

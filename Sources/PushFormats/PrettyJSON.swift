@@ -5,8 +5,8 @@ import CompactJSON
 enum PrettyJSON {
     /// Member order for an object: `order` first, the rest sorted; `nested[key]` is the order inside member `key`.
     struct Order {
-        var order: [String] = []
-        var nested: [String: Order] = [:]
+        var order: [ExactString] = []
+        var nested: [ExactString: Order] = [:]
     }
 
     static func string(_ value: JSONValue, order: Order = Order()) -> String {
@@ -40,7 +40,7 @@ enum PrettyJSON {
                 guard let member = members[key] else { continue }
                 if position > 0 { out.append(UInt8(ascii: ",")) }
                 newline(indent + 1, into: &out)
-                JSONWriter.writeString(key, into: &out)
+                JSONWriter.writeString(key.string, into: &out)
                 out.append(contentsOf: ": ".utf8)
                 write(member, order: order.nested[key] ?? Order(), indent: indent + 1, into: &out)
             }

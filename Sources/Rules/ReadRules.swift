@@ -3,9 +3,9 @@ import CompactJSON
 /// The verified token of a request: `auth.uid` is `uid`, `auth.<name>` is the claim `name` (null when missing).
 public struct RuleAuth: Sendable, Equatable {
     public var uid: String
-    public var claims: [String: JSONValue]
+    public var claims: [ExactString: JSONValue]
 
-    public init(uid: String, claims: [String: JSONValue] = [:]) {
+    public init(uid: String, claims: [ExactString: JSONValue] = [:]) {
         self.uid = uid
         self.claims = claims
     }
@@ -40,7 +40,8 @@ public struct RulesError: Error, Equatable, CustomStringConvertible {
 /// Firebase rule error; a result other than boolean `true` denies too.
 public struct ReadRules: Sendable, Equatable {
     struct Node: Sendable, Equatable {
-        var children: [String: Int] = [:]
+        /// Literal children by key bytes (never Unicode canonical equivalence: see ``ExactString``).
+        var children: [ExactString: Int] = [:]
         /// The `$wildcard` child, or -1.
         var wildcard = -1
         /// The `.read` expression in `program`, or -1 (no rule, or `false`).
@@ -94,7 +95,7 @@ public struct ReadRules: Sendable, Equatable {
             tree = inner
         }
         var builder = Builder()
-        var segments: [String] = []
+        var segments: [ExactString] = []
         var scope: [String: Int] = [:]
         _ = try builder.build(tree, segments: &segments, scope: &scope)
         self.init(nodes: builder.nodes, program: builder.program)
@@ -104,7 +105,7 @@ public struct ReadRules: Sendable, Equatable {
     /// wildcard, which binds its variable to the key); granted as soon as the `.read` of a node on the
     /// walk, root and the node for `path` included, is true. A path deeper than the tree keeps the
     /// decision of the walk; no granting `.read` on the walk denies. `auth` nil is `auth == null`.
-    public func canRead(path: [String], auth: RuleAuth?) -> Bool {
+    public func canRead(path: [ExactString], auth: RuleAuth?) -> Bool {
         nodes.withUnsafeBufferPointer { nodes in
             var node = 0
             var depth = 0
@@ -136,6 +137,7 @@ public struct ReadRules: Sendable, Equatable {
     }
 
     static func display(_ segments: [String]) -> String { "/" + segments.joined(separator: "/") }
+    static func display(_ segments: [ExactString]) -> String { display(segments.map(\.string)) }
 
     struct Builder {
         var nodes: [Node] = []
@@ -143,7 +145,7 @@ public struct ReadRules: Sendable, Equatable {
 
         /// Builds the node for `members` at `segments`; `scope` holds the wildcards on the way (name → path index).
         mutating func build(
-            _ members: [String: JSONValue], segments: inout [String], scope: inout [String: Int]
+            _ members: [ExactString: JSONValue], segments: inout [ExactString], scope: inout [String: Int]
         ) throws(RulesError) -> Int {
             guard segments.count <= ReadRules.maximumTreeDepth else {
                 throw RulesError(
@@ -154,7 +156,7 @@ public struct ReadRules: Sendable, Equatable {
             nodes.append(Node())
             // Sorted, so that equal documents compile to equal values and report the same first error.
             let keys = JSONWriter.sortedKeys(members)
-            let wildcards = keys.filter { $0.hasPrefix("$") }
+            let wildcards = keys.filter { $0.string.hasPrefix("$") }
             if wildcards.count > 1 {
                 throw RulesError(
                     path: ReadRules.display(segments),
@@ -180,9 +182,10 @@ public struct ReadRules: Sendable, Equatable {
                         reason: "expected a boolean or an expression string, got \(ReadRules.typeName(read))")
                 }
             }
-            for key in keys where !key.hasPrefix(".") {
-                guard let value = members[key] else { continue }
-                segments.append(key)
+            for exactKey in keys where !exactKey.string.hasPrefix(".") {
+                let key = exactKey.string
+                guard let value = members[exactKey] else { continue }
+                segments.append(exactKey)
                 defer { segments.removeLast() }
                 guard case .object(let childMembers) = value else {
                     throw RulesError(
@@ -209,7 +212,7 @@ public struct ReadRules: Sendable, Equatable {
                     if key.isEmpty {
                         throw RulesError(path: ReadRules.display(segments), reason: "a key cannot be empty")
                     }
-                    nodes[index].children[key] = try build(childMembers, segments: &segments, scope: &scope)
+                    nodes[index].children[exactKey] = try build(childMembers, segments: &segments, scope: &scope)
                 }
             }
             return index

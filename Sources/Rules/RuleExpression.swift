@@ -69,20 +69,20 @@ struct RuleProgram: Sendable, Equatable {
     }
 
     /// True only when the expression evaluates, without error, to exactly boolean `true`.
-    func grants(_ expression: Int, path: [String], auth: RuleAuth?) -> Bool {
+    func grants(_ expression: Int, path: [ExactString], auth: RuleAuth?) -> Bool {
         if case .bool(true)? = evaluate(expression, path: path, auth: auth) { return true }
         return false
     }
 
     /// `nil` is an evaluation error (member of a null `auth`, `!`/`&&`/`||` on a non-boolean); like a
     /// Firebase rule error, it makes the whole expression deny.
-    func evaluate(_ index: Int, path: [String], auth: RuleAuth?) -> RuleValue? {
+    func evaluate(_ index: Int, path: [ExactString], auth: RuleAuth?) -> RuleValue? {
         switch ops[index] {
         case .literal(let value):
             return value
         case .variable(let pathIndex):
             guard pathIndex < path.count else { return nil }
-            return .string(path[pathIndex])
+            return .string(path[pathIndex].string)
         case .auth:
             return auth == nil ? .null : .auth
         case .authUID:
@@ -90,10 +90,10 @@ struct RuleProgram: Sendable, Equatable {
             return .string(auth.uid)
         case .authClaim(let names):
             guard let auth, let first = names.first else { return nil }
-            var current = auth.claims[first] ?? .null
+            var current = auth.claims[ExactString(first)] ?? .null
             for name in names.dropFirst() {
                 guard case .object(let members) = current else { return nil }
-                current = members[name] ?? .null
+                current = members[ExactString(name)] ?? .null
             }
             return RuleValue(claim: current)
         case .not(let operand):

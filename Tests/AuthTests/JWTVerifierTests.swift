@@ -286,7 +286,7 @@ final class JWTVerifierTests: XCTestCase {
                 return error.message
             }
         }
-        func object(_ members: [String: JSONValue]) -> JSONValue { .object(members) }
+        func object(_ members: [ExactString: JSONValue]) -> JSONValue { .object(members) }
         XCTAssertTrue(message(.string("HS256")).contains("JSON object"))
         XCTAssertTrue(message(object(["kid": .string("k")])).contains("'alg' is required"))
         XCTAssertTrue(message(object(["alg": .string("none"), "secret": .string("x")])).contains("'alg'"))

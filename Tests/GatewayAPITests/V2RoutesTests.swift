@@ -43,9 +43,9 @@ final class V2RoutesTests: XCTestCase {
         return (store, Application(router: router))
     }
 
-    static func body(_ fields: [String: JSONValue]) -> ByteBuffer { ByteBuffer(bytes: JSONWriter.bytes(.object(fields))) }
+    static func body(_ fields: [ExactString: JSONValue]) -> ByteBuffer { ByteBuffer(bytes: JSONWriter.bytes(.object(fields))) }
 
-    static let subscription: [String: JSONValue] = [
+    static let subscription: [ExactString: JSONValue] = [
         "kind": .string("mobile"), "mode": .string("value"), "path": .string("/users/alice/inbox"),
         "context": .string("fcm-token-1"),
     ]
@@ -174,7 +174,7 @@ final class V2RoutesTests: XCTestCase {
             try await expect(Self.headers(), .forbidden, "disabled", uri: "/datasync/v2/off/subscriptions/alice")
             try await expect(Self.headers(), .notFound, "namespace_does_not_exist", uri: "/datasync/v2/nope/subscriptions/alice")
             try await expect(Self.headers(), .unauthorized, "unauthorized", uri: "/datasync/v2/nokeys/subscriptions/alice")
-            for bad: [String: JSONValue] in [
+            for bad: [ExactString: JSONValue] in [
                 ["kind": .string("webhook")], ["kind": .string("pager")], ["mode": .string("all")], ["path": .string("/a/.b")],
                 ["context": .string("")], ["format": .string("v3")], ["expirationTimestampSeconds": .number("-1")],
                 ["expirationTimestampSeconds": .number("1000")],

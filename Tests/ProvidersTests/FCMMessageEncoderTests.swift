@@ -49,6 +49,6 @@ final class FCMMessageEncoderTests: XCTestCase {
         XCTAssertTrue(String(decoding: encoded, as: UTF8.self).hasPrefix(#"{"a":"#))
         guard case .object(let members) = try JSONParser.parse(encoded) else { return XCTFail("not an object") }
         XCTAssertEqual(members.count, pairs.count)
-        for (key, value) in pairs { XCTAssertEqual(members[key], .string(value)) }
+        for (key, value) in pairs { XCTAssertEqual(members[ExactString(key)], .string(value)) }
     }
 }

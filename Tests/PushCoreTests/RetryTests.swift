@@ -169,7 +169,7 @@ final class RetryQueueTests: XCTestCase {
     static let alice = SubscriberKey(token: "alice")
     static let bob = SubscriberKey(token: "bob")
 
-    static func path(_ text: String) -> DataPath { DataPath(validatedSegments: text.split(separator: "/").map(String.init)) }
+    static func path(_ text: String) -> DataPath { DataPath(validatedSegments: text.split(separator: "/").map { ExactString(String($0)) }) }
 
     func note(
         _ content: NotificationContent, to subscriber: SubscriberKey = alice, path: String = "/a", scope: String = "fcm:p1",

@@ -85,8 +85,8 @@ final class V1PayloadTests: XCTestCase {
         let onlyKeys = V1Payload.build(app: "a", path: path, content: .childEvent(ChildChanges(added: ["k": bigValue], changed: ["c": bigValue]), keysOnly: false))
         XCTAssertEqual(text(onlyKeys), #"{"s":"OnlyKeys","t":"childEvent","app":"a","sp":"/p","added":"{\"k\":true}","removed":"[]","changed":"{\"c\":true}"}"#)
 
-        var many: [String: JSONValue] = [:]
-        for index in 0..<400 { many["key\(index)"] = .number("1") }
+        var many: [ExactString: JSONValue] = [:]
+        for index in 0..<400 { many[ExactString("key\(index)")] = .number("1") }
         let tooBig = V1Payload.build(app: "a", path: path, content: .childEvent(ChildChanges(added: many), keysOnly: false))
         XCTAssertEqual(text(tooBig), #"{"s":"TooBig","t":"childEvent","app":"a","sp":"/p","added":"{}","removed":"[]","changed":"{}"}"#)
     }

@@ -243,7 +243,7 @@ final class V2PayloadTests: XCTestCase {
         let big = JSONValue.string(String(repeating: "v", count: 300))
         let base = event(.childEvent(ChildChanges(added: ["": big], removed: ["gone"]), keysOnly: false), .onlyKeys).utf8.count
         return .childEvent(
-            ChildChanges(added: [String(repeating: "k", count: length - base): big], removed: ["gone"]), keysOnly: false)
+            ChildChanges(added: [ExactString(String(repeating: "k", count: length - base)): big], removed: ["gone"]), keysOnly: false)
     }
 
     private func checkBoundaries(key: JWEKey?, file: StaticString = #filePath, line: UInt = #line) throws {
@@ -340,7 +340,7 @@ final class V2PayloadTests: XCTestCase {
     }
 
     private func rsaJWK(_ kid: String, publicPEM: String? = nil, privatePEM: String? = nil) -> JSONValue {
-        var members: [String: JSONValue] = ["kty": .string("RSA"), "kid": .string(kid), "alg": .string("RSA-OAEP-256")]
+        var members: [ExactString: JSONValue] = ["kty": .string("RSA"), "kid": .string(kid), "alg": .string("RSA-OAEP-256")]
         if let publicPEM { members["publicKeyPEM"] = .string(publicPEM) }
         if let privatePEM { members["privateKeyPEM"] = .string(privatePEM) }
         return .object(members)

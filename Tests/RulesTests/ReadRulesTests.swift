@@ -24,7 +24,7 @@ final class ReadRulesTests: XCTestCase {
     }
 
     static func grants(_ expression: String, auth: RuleAuth? = alice, path: [String] = []) throws -> Bool {
-        try root(expression).canRead(path: path, auth: auth)
+        try root(expression).canRead(stringPath: path, auth: auth)
     }
 
     /// The error's description for a rules document that must not parse.
@@ -46,7 +46,7 @@ final class ReadRulesTests: XCTestCase {
         }
     }
 
-    static func path(_ text: String) -> [String] { text.split(separator: "/").map(String.init) }
+    static func path(_ text: String) -> [ExactString] { text.split(separator: "/").map { ExactString(String($0)) } }
 
     // MARK: - The example document
 
@@ -433,8 +433,13 @@ final class ReadRulesTests: XCTestCase {
         let paths = (0..<1000).map { ["apps", "a", "rooms", "r\($0 % 10)", "members", $0 % 2 == 0 ? "alice" : "bob"] }
         var granted = 0
         for _ in 0..<100 {
-            for path in paths where rules.canRead(path: path, auth: Self.alice) { granted += 1 }
+            for path in paths where rules.canRead(stringPath: path, auth: Self.alice) { granted += 1 }
         }
         XCTAssertEqual(granted, 50_000)
     }
+}
+
+extension ReadRules {
+    /// Tests write paths as plain strings.
+    func canRead(stringPath path: [String], auth: RuleAuth?) -> Bool { canRead(path: path.map { ExactString($0) }, auth: auth) }
 }

@@ -10,6 +10,17 @@ public struct RetryKey: Sendable, Hashable {
         self.path = path
         self.subscriber = subscriber
     }
+
+    /// By bytes, like every identity (``ExactString``).
+    public static func == (left: RetryKey, right: RetryKey) -> Bool {
+        left.app.bytesEqual(right.app) && left.path == right.path && left.subscriber == right.subscriber
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        app.hashBytes(into: &hasher)
+        hasher.combine(path)
+        hasher.combine(subscriber)
+    }
 }
 
 /// A notification waiting in the ``RetryQueue``: what to send, to whom, and its retry state.

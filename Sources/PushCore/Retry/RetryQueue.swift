@@ -55,7 +55,7 @@ public final class RetryQueue {
 
     private var lines: [RetryKey: Line] = [:]
     private var heap = WakeUpHeap()
-    private var pauses: [String: Double] = [:]
+    private var pauses: [ExactString: Double] = [:]
     private var nextTicket: UInt64 = 0
 
     /// Pending notifications, in flight included.
@@ -80,7 +80,7 @@ public final class RetryQueue {
     public func pending(for key: RetryKey) -> [PendingNotification] { lines[key]?.entries ?? [] }
 
     /// The end of the pause of `scope`, if one was set (it may be over).
-    public func pausedUntil(scope: String) -> Double? { pauses[scope] }
+    public func pausedUntil(scope: String) -> Double? { pauses[ExactString(scope)] }
 
     // MARK: Enqueue
 
@@ -147,7 +147,7 @@ public final class RetryQueue {
             heap.pop()
             guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
             else { continue }
-            if let until = pauses[head.scope], until > now {
+            if let until = pauses[ExactString(head.scope)], until > now {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
@@ -257,8 +257,8 @@ public final class RetryQueue {
     /// Holds back every notification of `scope` until `until` (a project-wide quota). Pauses only extend.
     public func pause(scope: String, until: Double) {
         guard !until.isNaN else { return }
-        if let current = pauses[scope], current >= until { return }
-        pauses[scope] = until
+        if let current = pauses[ExactString(scope)], current >= until { return }
+        pauses[ExactString(scope)] = until
     }
 
     /// The earliest time at which `due` may return something, nil when nothing is pending outside flight.
@@ -270,7 +270,7 @@ public final class RetryQueue {
                 heap.pop()
                 continue
             }
-            if let until = pauses[head.scope], until > top.time {
+            if let until = pauses[ExactString(head.scope)], until > top.time {
                 heap.pop()
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
@@ -329,7 +329,7 @@ public final class RetryQueue {
 
     private func effectiveTime(of head: PendingNotification) -> Double {
         let notBefore = head.notBefore.isNaN ? -Double.infinity : head.notBefore
-        guard let until = pauses[head.scope] else { return notBefore }
+        guard let until = pauses[ExactString(head.scope)] else { return notBefore }
         return max(notBefore, until)
     }
 

@@ -45,7 +45,7 @@ public struct RetryRecord: Sendable, Equatable {
             return .object(["t": .string("value"), "v": value ?? .null, "loaded": .bool(value != nil)])
         case .childEvent(let changes, let keysOnly):
             return .object([
-                "t": .string("childEvent"), "a": .object(changes.added), "r": .array(changes.removed.map { .string($0) }),
+                "t": .string("childEvent"), "a": .object(changes.added), "r": .array(changes.removed.map { .string($0.string) }),
                 "c": .object(changes.changed), "keysOnly": .bool(keysOnly),
             ])
         case .revoke(let reason):
@@ -65,7 +65,7 @@ public struct RetryRecord: Sendable, Equatable {
             guard case .object(let added)? = value["a"], case .array(let removed)? = value["r"],
                 case .object(let changed)? = value["c"]
             else { return nil }
-            let changes = ChildChanges(added: added, removed: removed.compactMap(\.stringValue), changed: changed)
+            let changes = ChildChanges(added: added, removed: removed.compactMap { $0.stringValue.map { ExactString($0) } }, changed: changed)
             return .childEvent(changes, keysOnly: value["keysOnly"] == .bool(true))
         case "revoke":
             return value["r"]?.stringValue.flatMap(RevocationReason.init(rawValue:)).map { .revoke($0) }
@@ -73,6 +73,9 @@ public struct RetryRecord: Sendable, Equatable {
             return nil
         }
     }
+
+    /// Attempts beyond this are not credible (2 hours of retries from 1 s is about a dozen): refused at load.
+    public static let maximumAttempt = 1_000_000
 
     /// Decodes a retry record; nil when `key` is not a retry key. Throws when it is one but is malformed.
     public static func decode(key: [UInt8], value: [UInt8]?) throws(SubscriptionRecord.DecodingError) -> RetryRecord? {
@@ -91,16 +94,20 @@ public struct RetryRecord: Sendable, Equatable {
         }
         var entries: [PendingNotification] = []
         for item in items {
+            // Every number is checked before use: a record anyone with write access to the state topic wrote
+            // must never crash a replica at load (`Int(_:)` traps on an out-of-range Double).
             guard let content = decodeContent(item["content"]),
                 let format = item["format"]?.stringValue.flatMap(NotificationFormat.init(rawValue:)),
-                let first = item["first"]?.doubleValue, let notBefore = item["notBefore"]?.doubleValue,
-                let attempt = item["attempt"]?.doubleValue
+                let first = item["first"]?.doubleValue, first.isFinite,
+                let notBefore = item["notBefore"]?.doubleValue, notBefore.isFinite,
+                let attemptNumber = item["attempt"]?.doubleValue, let attempt = Int(exactly: attemptNumber),
+                (0...Self.maximumAttempt).contains(attempt)
             else { throw SubscriptionRecord.DecodingError(description: "bad retry record entry") }
             entries.append(
                 PendingNotification(
                     app: app, path: path, subscriber: subscriber, format: format, content: content,
                     scope: item["scope"]?.stringValue ?? app, origin: item["origin"]?.stringValue ?? "",
-                    firstFailureAt: first, attempt: Int(attempt), notBefore: notBefore))
+                    firstFailureAt: first, attempt: attempt, notBefore: notBefore))
         }
         return RetryRecord(key: retryKey, entries: entries)
     }
