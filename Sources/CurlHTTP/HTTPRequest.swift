@@ -32,6 +32,9 @@ public struct HTTPRequest: Sendable {
     /// Time spent queued in the client before that (see ``HTTPClientConfiguration/maxConcurrentRequests``)
     /// is not counted.
     public var timeout: Duration
+    /// Speak HTTP/1.1 (keep-alive) instead of HTTP/2: for servers that offer no h2c, such as the gateway's
+    /// own API when one replica forwards a call to another.
+    public var http1: Bool = false
 
     /// Creates a request. The default timeout is 10 seconds.
     public init(

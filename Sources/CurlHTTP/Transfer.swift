@@ -39,7 +39,9 @@ final class Transfer {
         }
         try easy.set(CURLOPT_URL, request.url)
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
-        if !isCleartext {
+        if request.http1 {
+            try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
+        } else if !isCleartext {
             try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2TLS)
         } else if case .reuse? = cleartextMode {
             try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_2_0)

@@ -70,7 +70,7 @@ final class TransferLoop {
 
     private func start(_ slot: RequestSlot) {
         if slot.isFinished { return }  // cancelled meanwhile
-        guard gate != nil, let origin = CleartextHTTP2Gate.origin(of: slot.request.url) else {
+        guard gate != nil, !slot.request.http1, let origin = CleartextHTTP2Gate.origin(of: slot.request.url) else {
             launch(slot, cleartextMode: nil, gateOrigin: nil)
             return
         }

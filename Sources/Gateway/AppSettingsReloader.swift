@@ -23,7 +23,7 @@ final class AppSettingsReloader: Service, Sendable {
 
     private let inline: [String: AppSettings]
     private let source: AppSettingsSource
-    private let store: SubscriptionStore
+    private let profiles: AppProfiles
     private let builder: AppProfileBuilder
     private let metrics: GatewayMetrics
     private let logger: Logger
@@ -31,12 +31,12 @@ final class AppSettingsReloader: Service, Sendable {
     private let files = Mutex<[String: Entry]>([:])
 
     init(
-        inline: [String: AppSettings], source: AppSettingsSource, store: SubscriptionStore, builder: AppProfileBuilder,
+        inline: [String: AppSettings], source: AppSettingsSource, profiles: AppProfiles, builder: AppProfileBuilder,
         metrics: GatewayMetrics, logger: Logger, onChange: @escaping @Sendable ([String]) -> Void
     ) {
         self.inline = inline
         self.source = source
-        self.store = store
+        self.profiles = profiles
         self.builder = builder
         self.metrics = metrics
         self.logger = logger
@@ -48,7 +48,7 @@ final class AppSettingsReloader: Service, Sendable {
     func loadInitial() throws {
         for (name, settings) in inline.sorted(by: { $0.key < $1.key }) {
             do {
-                store.state(name).setProfile(try builder.build(name: name, settings: settings, previous: nil))
+                profiles.set(name, try builder.build(name: name, settings: settings, previous: nil))
             } catch {
                 throw ConfigurationError("apps.\(name): \(error.description)")
             }
@@ -92,7 +92,7 @@ final class AppSettingsReloader: Service, Sendable {
             }
             let fingerprint = self.fingerprint(bytes, accountFile: previous[app]?.accountFile ?? "")
             if previous[app]?.fingerprint == fingerprint { continue }
-            let state = store.state(app)
+            let current = profiles.profile(app)
             do {
                 let settings: AppSettings
                 do {
@@ -107,7 +107,7 @@ final class AppSettingsReloader: Service, Sendable {
                 files.withLock {
                     $0[app] = Entry(fingerprint: self.fingerprint(bytes, accountFile: account), accountFile: account)
                 }
-                state.setProfile(try builder.build(name: app, settings: settings, previous: state.profile))
+                profiles.set(app, try builder.build(name: app, settings: settings, previous: current))
                 metrics.appSettingsLoaded(result: "loaded")
                 logger.notice(
                     "app settings loaded",
@@ -119,14 +119,14 @@ final class AppSettingsReloader: Service, Sendable {
                     "app settings refused; the last good settings stay in force",
                     metadata: [
                         "app": "\(app)", "file": "\(url.path)", "error": "\(error)",
-                        "settings.in.force": "\(state.profile == nil ? "none (app not served)" : "previous")",
+                        "settings.in.force": "\(current == nil ? "none (app not served)" : "previous")",
                     ])
             }
         }
         for app in previous.keys where found[app] == nil {
             files.withLock { $0[app] = nil }
             let fallback = inline[app].flatMap { try? builder.build(name: app, settings: $0, previous: nil) }
-            store.state(app).setProfile(fallback)
+            profiles.set(app, fallback)
             metrics.appSettingsLoaded(result: "removed")
             logger.warning(
                 "app settings file removed: the app is no longer served (its subscriptions are kept)",

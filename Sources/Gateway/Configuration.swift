@@ -8,6 +8,29 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public struct HTTP: Codable, Sendable, Equatable {
         public var host = "127.0.0.1"
         public var port = 8080
+        /// Where the other replicas reach this one's API (`http://10.0.0.5:8080`): calls for apps this replica
+        /// owns are forwarded there. Empty: `http://<host>:<port>` (with the machine's host name when `host` is
+        /// a wildcard address).
+        public var advertisedAddress = ""
+        /// How long a call waits for its app's partition to have a ready owner (a rebalance) before `503`.
+        public var ownerWaitMs = 5000
+        /// Time allowed to a call forwarded to the owner.
+        public var forwardTimeoutMs = 10_000
+    }
+
+    /// Partition-owned state (docs/ARCHITECTURE.md).
+    public struct State: Codable, Sendable, Equatable {
+        /// Standby copies of each partition kept by other replicas, warm for a takeover. Each costs one more
+        /// copy of the partition's memory; 0 (the default) means a takeover reads the partition from the log.
+        public var standbyReplicas = 0
+    }
+
+    /// Graceful shutdown (SIGTERM).
+    public struct Shutdown: Codable, Sendable, Equatable {
+        /// At most this long for records in flight to finish (before a revoke, and at shutdown); unfinished
+        /// ones stay uncommitted and are consumed again (at-least-once). Keep it below the pod's
+        /// `terminationGracePeriodSeconds`.
+        public var drainSeconds = 15.0
     }
 
     public struct Kafka: Codable, Sendable, Equatable {
@@ -20,6 +43,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var stateTopic = "push.state"
         /// Where the gateway asks upstream for the current value of a node (SPEC §4).
         public var snapshotRequestsTopic = "push.snapshot-requests"
+        /// Compacted, one partition: the replicas' records of which partitions each owns and where its API
+        /// answers (request forwarding, standby placement).
+        public var membersTopic = "push.members"
         /// Partitions of the embedded broker's topics.
         public var partitions = 4
         /// Extra librdkafka properties for every client.
@@ -62,6 +88,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var fcm = FCM()
     public var hms = HMS()
     public var subscriptions = Subscriptions()
+    public var state = State()
+    public var shutdown = Shutdown()
     public var logging = Logging()
     /// Apps configured inline (more come from `appSettings.directory`).
     public var apps: [String: AppSettings] = [:]
@@ -71,6 +99,13 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public init() {}
 
     public var usesEmbeddedBroker: Bool { kafka.brokers.isEmpty }
+
+    /// Where the other replicas reach this one (``HTTP/advertisedAddress``, or derived from host and port).
+    public var advertisedAddress: String {
+        if !http.advertisedAddress.isEmpty { return http.advertisedAddress }
+        let host = ["0.0.0.0", "::", ""].contains(http.host) ? ProcessInfo.processInfo.hostName : http.host
+        return "http://\(host.contains(":") ? "[\(host)]" : host):\(http.port)"
+    }
 
     /// True when the built-in `demo` app (console sink, a published HS256 secret, no rules) is served: only
     /// with the embedded defaults (embedded broker, no settings directory, no inline apps). A production
@@ -118,6 +153,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
         if let value = environment["PUSH_KAFKA_STATE_TOPIC"], !value.isEmpty { kafka.stateTopic = value }
         if let value = environment["PUSH_KAFKA_SNAPSHOT_REQUESTS_TOPIC"], !value.isEmpty { kafka.snapshotRequestsTopic = value }
+        if let value = environment["PUSH_KAFKA_MEMBERS_TOPIC"], !value.isEmpty { kafka.membersTopic = value }
+        if let value = environment["PUSH_HTTP_ADVERTISED_ADDRESS"], !value.isEmpty { http.advertisedAddress = value }
+        if let value = try int("PUSH_STATE_STANDBY_REPLICAS") { state.standbyReplicas = value }
         if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
         if let value = environment["PUSH_HMS_BASE_URL"], !value.isEmpty { hms.baseURL = value }
@@ -135,6 +173,14 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
         guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
+        guard state.standbyReplicas >= 0 else { throw ConfigurationError("state.standbyReplicas must be 0 or more") }
+        guard http.ownerWaitMs >= 0, http.forwardTimeoutMs > 0 else {
+            throw ConfigurationError("http.ownerWaitMs must be 0 or more and http.forwardTimeoutMs positive")
+        }
+        guard shutdown.drainSeconds >= 0 else { throw ConfigurationError("shutdown.drainSeconds must be 0 or more") }
+        if !http.advertisedAddress.isEmpty, !(http.advertisedAddress.hasPrefix("http://") || http.advertisedAddress.hasPrefix("https://")) {
+            throw ConfigurationError("http.advertisedAddress must be an http:// or https:// URL, e.g. http://10.0.0.5:8080")
+        }
         for (name, app) in apps {
             guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }
             do { try app.validate() } catch { throw ConfigurationError("apps.\(name): \(error.description)") }
@@ -150,7 +196,7 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 // Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
-    enum CodingKeys: String, CodingKey { case http, kafka, fcm, hms, subscriptions, logging, apps, appSettings }
+    enum CodingKeys: String, CodingKey { case http, kafka, fcm, hms, subscriptions, state, shutdown, logging, apps, appSettings }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         http = try c.decodeIfPresent(HTTP.self, forKey: .http) ?? HTTP()
@@ -158,6 +204,8 @@ extension GatewayConfiguration {
         fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
         hms = try c.decodeIfPresent(HMS.self, forKey: .hms) ?? HMS()
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
+        state = try c.decodeIfPresent(State.self, forKey: .state) ?? State()
+        shutdown = try c.decodeIfPresent(Shutdown.self, forKey: .shutdown) ?? Shutdown()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? [:]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
@@ -165,17 +213,41 @@ extension GatewayConfiguration {
 }
 
 extension GatewayConfiguration.HTTP {
-    enum CodingKeys: String, CodingKey { case host, port }
+    enum CodingKeys: String, CodingKey { case host, port, advertisedAddress, ownerWaitMs, forwardTimeoutMs }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
         host = try c.decodeIfPresent(String.self, forKey: .host) ?? host
         port = try c.decodeIfPresent(Int.self, forKey: .port) ?? port
+        advertisedAddress = try c.decodeIfPresent(String.self, forKey: .advertisedAddress) ?? advertisedAddress
+        ownerWaitMs = try c.decodeIfPresent(Int.self, forKey: .ownerWaitMs) ?? ownerWaitMs
+        forwardTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .forwardTimeoutMs) ?? forwardTimeoutMs
+    }
+}
+
+extension GatewayConfiguration.State {
+    enum CodingKeys: String, CodingKey { case standbyReplicas }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        standbyReplicas = try c.decodeIfPresent(Int.self, forKey: .standbyReplicas) ?? standbyReplicas
+    }
+}
+
+extension GatewayConfiguration.Shutdown {
+    enum CodingKeys: String, CodingKey { case drainSeconds }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        drainSeconds = try c.decodeIfPresent(Double.self, forKey: .drainSeconds) ?? drainSeconds
     }
 }
 
 extension GatewayConfiguration.Kafka {
-    enum CodingKeys: String, CodingKey { case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, partitioner, partitions, properties, maxInFlightRecords }
+    enum CodingKeys: String, CodingKey {
+        case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
+        case properties, maxInFlightRecords
+    }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -185,6 +257,7 @@ extension GatewayConfiguration.Kafka {
         deadLetterTopic = try c.decodeIfPresent(String.self, forKey: .deadLetterTopic) ?? deadLetterTopic
         stateTopic = try c.decodeIfPresent(String.self, forKey: .stateTopic) ?? stateTopic
         snapshotRequestsTopic = try c.decodeIfPresent(String.self, forKey: .snapshotRequestsTopic) ?? snapshotRequestsTopic
+        membersTopic = try c.decodeIfPresent(String.self, forKey: .membersTopic) ?? membersTopic
         partitioner = try c.decodeIfPresent(KeyPartitioner.self, forKey: .partitioner) ?? partitioner
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties

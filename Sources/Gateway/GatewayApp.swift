@@ -33,6 +33,7 @@ public struct GatewayApp {
             try cluster.createTopic(kafka.deadLetterTopic, partitions: Int32(kafka.partitions))
             try cluster.createTopic(kafka.stateTopic, partitions: Int32(kafka.partitions))
             try cluster.createTopic(kafka.snapshotRequestsTopic, partitions: Int32(kafka.partitions))
+            try cluster.createTopic(kafka.membersTopic, partitions: 1)
             kafka.brokers = cluster.bootstrapServers
             embedded = cluster
             logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
@@ -45,14 +46,16 @@ public struct GatewayApp {
         let hasEmbeddedBroker = embedded != nil
 
         let metrics = GatewayMetrics()
-        let readiness = Readiness()
-        let store = SubscriptionStore()
+        let health = Health()
+        let profiles = AppProfiles()
         let httpClient = try HTTPClient(
             configuration: HTTPClientConfiguration(
                 maxConnectionsPerHost: configuration.fcm.maxConnections,
                 caFile: configuration.fcm.caFile.isEmpty ? nil : configuration.fcm.caFile),
             logger: logger)
-        let profiles = AppProfileBuilder(
+        // Calls forwarded to the replica that owns an app's partition: HTTP/1.1 keep-alive between replicas.
+        let peerClient = try HTTPClient(configuration: HTTPClientConfiguration(maxConnectionsPerHost: 8), logger: logger)
+        let profileBuilder = AppProfileBuilder(
             httpClient: httpClient,
             fcm: FCMConfiguration(
                 baseURL: configuration.fcm.baseURL,
@@ -63,61 +66,72 @@ public struct GatewayApp {
                 requestTimeout: .milliseconds(configuration.hms.requestTimeoutMs)),
             maxInFlightPerProject: configuration.fcm.maxInFlightPerProject,
             logger: logger)
-        let sweeperBox = Mutex<RevocationSweeper?>(nil)
-        let reloader = AppSettingsReloader(
-            inline: configuration.apps, source: configuration.appSettings, store: store, builder: profiles,
-            metrics: metrics, logger: logger, onChange: { _ in sweeperBox.withLock { $0?.poke() } })
-        try reloader.loadInitial()
-        let dispatcher = Dispatcher(metrics: metrics, logger: logger)
 
         var clientProperties = kafka.properties
         clientProperties["bootstrap.servers"] = kafka.brokers
+        var producerProperties = clientProperties
+        producerProperties["client.id"] = "push-gateway-producer"
         var consumerProperties = clientProperties
         consumerProperties["group.id"] = kafka.groupId
         consumerProperties["client.id"] = "push-gateway-consumer"
-        var producerProperties = clientProperties
-        producerProperties["client.id"] = "push-gateway-producer"
-
-        let producer = try KafkaProducer(properties: producerProperties, logger: logger)
-        var stateProperties = clientProperties
-        stateProperties["group.id"] = kafka.groupId + "-state"  // never joins: partitions are assigned explicitly
-        stateProperties["enable.auto.commit"] = "false"
-        stateProperties["client.id"] = "push-gateway-state"
-        // Writes made through another replica become visible here within about this long.
-        stateProperties["fetch.wait.max.ms"] = "50"
-        let ownership = Ownership(partitioner: kafka.partitioner)
-        let stateLog = StateLog(
-            consumer: try KafkaConsumer(properties: stateProperties, logger: logger), producer: producer,
-            topic: kafka.stateTopic, store: store, ownership: ownership, metrics: metrics, logger: logger)
-        let retries = RetryService(
-            store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership, metrics: metrics, logger: logger)
-        stateLog.setRetrySink(retries)
-        dispatcher.setRetries(retries)
-        let pipelineBox = PipelineBox()
+        // Cooperative rebalancing: a member joining or leaving moves only the partitions that must move.
+        consumerProperties["partition.assignment.strategy"] = consumerProperties["partition.assignment.strategy"] ?? "cooperative-sticky"
         consumerProperties["statistics.interval.ms"] = consumerProperties["statistics.interval.ms"] ?? "5000"
-        let changesTopic = kafka.changesTopic
-        let consumer = try KafkaConsumer(
-            properties: consumerProperties, logger: logger,
-            onRebalance: { event in pipelineBox.pipeline?.rebalanced(event) },
-            onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) })
-        let pipeline = ChangePipeline(
-            consumer: consumer, producer: producer, store: store, dispatcher: dispatcher, metrics: metrics,
-            configuration: kafka, readiness: readiness, stateLog: stateLog, ownership: ownership, logger: logger)
-        pipelineBox.set(pipeline)
+        // Readers of explicitly assigned partitions (never join a group).
+        func reader(_ suffix: String) -> [String: String] {
+            var properties = clientProperties
+            properties["group.id"] = kafka.groupId + "-" + suffix
+            properties["enable.auto.commit"] = "false"
+            properties["client.id"] = "push-gateway-" + suffix
+            properties["fetch.wait.max.ms"] = "50"
+            return properties
+        }
 
+        let drain = Duration.milliseconds(Int64(configuration.shutdown.drainSeconds * 1000))
+        let writer = try KafkaWriter(properties: producerProperties, flushTimeout: drain, logger: logger)
+        let store = StateStore(
+            consumer: try KafkaConsumer(properties: reader("state"), logger: logger), sink: writer, topic: kafka.stateTopic,
+            partitioner: kafka.partitioner, metrics: metrics, logger: logger)
+        let membership = Membership(
+            consumer: try KafkaConsumer(properties: reader("members"), logger: logger), sink: writer, store: store,
+            topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress,
+            standbyReplicas: configuration.state.standbyReplicas, logger: logger)
+        let changesTopic = kafka.changesTopic
+        let groupConsumer = try KafkaConsumer(
+            properties: consumerProperties, logger: logger,
+            onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) })
+        let ledger = OffsetLedger(
+            consumer: groupConsumer, topic: changesTopic, maxInFlight: kafka.maxInFlightRecords, metrics: metrics)
+        let tickets = EventTickets(onFinished: { partition, offset in ledger.finish(partition: partition, offset: offset) })
+        let payloads = PayloadBuilder(metrics: metrics, logger: logger)
+        let delivery = DeliveryService(
+            profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger)
         let sweeper = RevocationSweeper(
-            store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership,
+            store: store, profiles: profiles, delivery: delivery, metrics: metrics,
             interval: .seconds(configuration.subscriptions.expirySweepSeconds), logger: logger)
-        sweeperBox.withLock { $0 = sweeper }
+        let reloader = AppSettingsReloader(
+            inline: configuration.apps, source: configuration.appSettings, profiles: profiles, builder: profileBuilder,
+            metrics: metrics, logger: logger, onChange: { _ in sweeper.poke() })
+        try reloader.loadInitial()
+        let processor = EventProcessor(
+            store: store, profiles: profiles, delivery: delivery, tickets: tickets, ledger: ledger, payloads: payloads,
+            sink: writer, deadLetterTopic: kafka.deadLetterTopic, metrics: metrics, logger: logger)
+        let changes = ChangeConsumer(
+            consumer: groupConsumer, topic: changesTopic, store: store, processor: processor, delivery: delivery,
+            tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
+            logger: logger)
         let service = SubscriptionService(
-            store: store, writer: stateLog,
-            snapshots: KafkaSnapshotRequester(producer: producer, topic: kafka.snapshotRequestsTopic, logger: logger),
+            store: store, profiles: profiles,
+            snapshots: KafkaSnapshotRequester(producer: writer, topic: kafka.snapshotRequestsTopic, logger: logger),
             metrics: metrics, logger: logger)
+        let routing = RequestRouter(
+            store: store, membership: membership, client: peerClient,
+            waitBound: .milliseconds(configuration.http.ownerWaitMs),
+            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger)
         let router = Routes.router(
-            subscriptions: service, v2: service,
-            probe: Probe(readiness: readiness, stateLog: stateLog, metrics: metrics, store: store))
+            subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing)
         let host = configuration.http.host
-        let consoleApps = store.configuredAppNames.filter { store.app($0)?.profile?.usesConsole ?? false }
+        let consoleApps = profiles.names.filter { profiles.profile($0)?.usesConsole ?? false }
         let brokers = kafka.brokers
         let topic = kafka.changesTopic
         let logger = self.logger
@@ -135,28 +149,26 @@ public struct GatewayApp {
 
         let group = ServiceGroup(
             configuration: .init(
-                // Stopped in reverse order: the pipeline (finish sends, commit), the API, the state tail.
+                // Started in this order, stopped in reverse: stop consuming (finish in-flight records, commit),
+                // then the settings, the API (calls during the drain are still answered), the deliveries, the
+                // membership record, the state reads, and last the producer (flushed).
                 services: [
-                    .init(service: stateLog),
+                    .init(service: writer),
+                    .init(service: store),
+                    .init(service: membership),
+                    .init(service: delivery),
                     .init(service: http),
-                    .init(service: pipeline),
-                    .init(service: sweeper),
                     .init(service: reloader),
-                    .init(service: retries),
+                    .init(service: sweeper),
+                    .init(service: changes),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()
         await httpClient.shutdown()
+        await peerClient.shutdown()
         logger.info("stopped")
     }
-}
-
-/// Breaks the cycle consumer → rebalance callback → pipeline → consumer.
-final class PipelineBox: Sendable {
-    private let box = Mutex<ChangePipeline?>(nil)
-    var pipeline: ChangePipeline? { box.withLock { $0 } }
-    func set(_ pipeline: ChangePipeline) { box.withLock { $0 = pipeline } }
 }
 
 import Synchronization

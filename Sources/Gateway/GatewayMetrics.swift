@@ -12,6 +12,7 @@ public final class GatewayMetrics: Sendable {
     public let eventsSkipped: Counter
     public let eventsMatched: Counter
     public let subscriptions: Gauge
+    public let standbySubscriptions: Gauge
     public let shadows: Gauge
     public let inFlightRecords: Gauge
     public let latency: ValueHistogram
@@ -32,7 +33,10 @@ public final class GatewayMetrics: Sendable {
         eventsSkipped = registry.makeCounter(descriptor: Self.consumed, labels: [("result", "unknown_app")])
         eventsMatched = registry.makeCounter(
             descriptor: Self.name("events_matched", unit: "total", help: "Change events that matched at least one subscription"))
-        subscriptions = registry.makeGauge(descriptor: Self.name("subscriptions", help: "Subscriptions held in memory"))
+        subscriptions = registry.makeGauge(
+            descriptor: Self.name("subscriptions", help: "Subscriptions of the partitions this replica owns"))
+        standbySubscriptions = registry.makeGauge(
+            descriptor: Self.name("standby_subscriptions", help: "Subscriptions held as standby copies of partitions owned elsewhere"))
         shadows = registry.makeGauge(
             descriptor: Self.name("shadows", help: "Nodes whose data is kept for value/childEvent subscriptions"))
         inFlightRecords = registry.makeGauge(
@@ -119,6 +123,50 @@ public final class GatewayMetrics: Sendable {
             "quota", Self.name("quota_refusals", unit: "total", help: "API writes refused by a per-app quota, by quota"),
             [("quota", quota)]
         ).increment()
+    }
+
+    private static var partitionState: MetricNameDescriptor {
+        name("partition_state", help: "1 for each state partition held, by role (owner, standby) and load state (loading, ready)")
+    }
+    private let partitionGauges = Mutex<[String: Gauge]>([:])
+
+    /// One gauge per held partition and state; the ones no longer true are set to 0.
+    func setPartitions(held: [(partition: Int32, role: PartitionRole)], owned: Set<Int32>, ready: Set<Int32>) {
+        var current: [String: (String, String, String)] = [:]
+        for (partition, role) in held {
+            let roleLabel: String
+            let state: String
+            switch role {
+            case .standby: (roleLabel, state) = ("standby", "ready")
+            case .owner: (roleLabel, state) = ("owner", ready.contains(partition) ? "ready" : "loading")
+            case .loading: (roleLabel, state) = (owned.contains(partition) ? "owner" : "standby", "loading")
+            case .releasing, .released: continue
+            }
+            current["\(partition)|\(roleLabel)|\(state)"] = (String(partition), roleLabel, state)
+        }
+        partitionGauges.withLock { gauges in
+            for (key, gauge) in gauges where current[key] == nil { gauge.set(Double(0)) }
+            for (key, labels) in current {
+                let gauge = gauges[key] ?? registry.makeGauge(
+                    descriptor: Self.partitionState, labels: [("partition", labels.0), ("role", labels.1), ("state", labels.2)])
+                gauges[key] = gauge
+                gauge.set(Double(1))
+            }
+        }
+    }
+
+    private static var loadDuration: MetricNameDescriptor {
+        name("state_load_duration", unit: "seconds", help: "Time to load (or promote) one owned state partition")
+    }
+    private let lastLoad = Mutex<Gauge?>(nil)
+
+    /// A partition finished loading in `seconds`.
+    func stateLoaded(seconds: Double) {
+        counter("loads", Self.name("state_loads", unit: "total", help: "State partitions loaded for ownership"), []).increment()
+        lastLoad.withLock { gauge in
+            if gauge == nil { gauge = registry.makeGauge(descriptor: Self.loadDuration) }
+            gauge?.set(seconds)
+        }
     }
 
     /// A state-topic record that could not be read (skipped at load and in the tail; logged).

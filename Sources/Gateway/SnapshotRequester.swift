@@ -13,7 +13,7 @@ protocol SnapshotRequester: Sendable {
 /// `kafka.snapshotRequestsTopic`, keyed by app id. Fire and forget: a lost request only delays seeding (the
 /// notification says `NotLoaded` / `OnlyKeys` meanwhile), and the next subscription asks again.
 struct KafkaSnapshotRequester: SnapshotRequester {
-    let producer: KafkaProducer
+    let producer: any RecordSink
     let topic: String
     let logger: Logger
 
@@ -22,12 +22,13 @@ struct KafkaSnapshotRequester: SnapshotRequester {
         request.appID = app
         request.path = path.description
         guard let value = try? request.serializedBytes() as [UInt8] else { return }
-        producer.send(KafkaRecord(topic: topic, key: Array(app.utf8), value: value, headers: [])) { [logger] error in
-            if let error {
-                logger.warning("snapshot request not published", metadata: ["app": "\(app)", "error": "\(error)"])
-            } else {
-                logger.debug("snapshot requested", metadata: ["app": "\(app)", "sp": "\(path)"])
+        let record = KafkaRecord(topic: topic, key: Array(app.utf8), value: value, headers: [])
+        let error = producer.produce(record) { [logger] result in
+            switch result {
+            case .failure(let error): logger.warning("snapshot request not published", metadata: ["app": "\(app)", "error": "\(error)"])
+            case .success: logger.debug("snapshot requested", metadata: ["app": "\(app)", "sp": "\(path)"])
             }
         }
+        if let error { logger.warning("snapshot request not published", metadata: ["app": "\(app)", "error": "\(error)"]) }
     }
 }

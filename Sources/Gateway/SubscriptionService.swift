@@ -5,23 +5,28 @@ import Logging
 import PushCore
 import Rules
 
-/// The REST API's operations (v1 and v2). A change is written to the state topic and answered once this
-/// replica has applied it (``StateLog``): durable and live. Every replica follows the whole state topic, so
-/// any replica answers reads and writes for any app (a write through another replica is visible here within
-/// about 50 ms).
+/// The REST API's operations (v1 and v2), answered by the replica that owns the app's partition (other
+/// replicas forward the call here: ``RequestRouter``). Every decision is made under the partition's lock
+/// on the state all earlier writes produced, and a write answers once it is durable and applied
+/// (``PartitionState/write(identity:_:)``): a read that follows, through any replica, sees it.
 struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
-    let store: SubscriptionStore
-    let writer: any SubscriptionWriter
+    let store: StateStore
+    let profiles: AppProfiles
     let snapshots: (any SnapshotRequester)?
     let metrics: GatewayMetrics
     let logger: Logger
 
     private var now: Int64 { Int64(Date().timeIntervalSince1970) }
 
-    func app(_ name: String) throws(APIError) -> (AppState, AppProfile) {
-        guard let app = store.app(name), let profile = app.profile else { throw .namespaceDoesNotExist(name) }
+    /// The app's settings and its partition: 404/403 for an unknown or disabled app, 503 when this replica
+    /// does not own the partition (a rebalance: the caller retries).
+    func app(_ name: String) throws(APIError) -> (PartitionState, AppProfile) {
+        guard let profile = profiles.profile(name) else { throw .namespaceDoesNotExist(name) }
         guard profile.enabled else { throw .disabled(name) }
-        return (app, profile)
+        guard let partition = store.ownedPartition(ofApp: name) else {
+            throw .unavailable("the application's partition is not served here right now; retry", retryAfterSeconds: 1)
+        }
+        return (partition, profile)
     }
 
     // MARK: Authentication and rules
@@ -40,7 +45,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         }
     }
 
-    /// v2: a bearer token whose uid is the path's uid.
+    /// v2: a bearer token whose uid is the path's uid (compared by bytes).
     func user(_ uid: String, bearer: String?, profile: AppProfile) throws(APIError) -> VerifiedToken {
         guard let bearer else {
             metrics.authFailure(reason: "missing_token")
@@ -55,15 +60,15 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     /// The read rules and the data-size limit at subscribe time: 403 `permission_denied` / `too_big`.
-    func checkAccess(app: AppState, profile: AppProfile, path: DataPath, mode: SubscriptionMode, token: VerifiedToken?) throws(APIError) {
+    func checkAccess(app: AppData, profile: AppProfile, path: DataPath, mode: SubscriptionMode, token: VerifiedToken?) throws(APIError) {
         let auth = token.map { RuleAuth(uid: $0.uid, claims: $0.claims) }
         guard profile.rules.canRead(path: path.segments, auth: auth) else {
             metrics.authFailure(reason: "rules")
             throw .permissionDenied("the app's rules do not allow reading \(path.description.prefix(256))")
         }
         guard mode.needsData else { return }
-        let shadowSize = app.withIndex { $0.shadow(at: path) }.map { JSONWriter.bytes($0).count } ?? 0
-        if app.isOversized(path) || shadowSize > profile.settings.shadowMaxBytes {
+        let shadowSize = app.index.shadow(at: path).map { JSONWriter.bytes($0).count } ?? 0
+        if app.oversized.contains(path) || shadowSize > profile.settings.shadowMaxBytes {
             throw .tooBig("the data at \(path.description.prefix(256)) is larger than the app's limit of \(profile.settings.shadowMaxBytes) bytes")
         }
     }
@@ -80,7 +85,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     /// 429 with `Retry-After` when the app's anonymous write rate is exhausted.
-    func admitAnonymous(app: AppState, profile: AppProfile) throws(APIError) {
+    func admitAnonymous(app: AppData, profile: AppProfile) throws(APIError) {
         let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
         if case .refused(let wait) = app.admitAnonymousWrite(quotas: profile.settings.quotas, now: now) {
             metrics.quotaRefused("anonymous_rate")
@@ -90,20 +95,17 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     /// 429 `quota_exceeded` when creating one more subscription would pass a limit of the app.
-    func checkQuotas(app: AppState, profile: AppProfile, subscriber: SubscriberKey, owner: String?) throws(APIError) {
+    func checkQuotas(app: AppData, profile: AppProfile, subscriber: SubscriberKey, owner: String?) throws(APIError) {
         let quotas = profile.settings.quotas
-        let (total, device, owned) = app.withIndex { index in
-            (index.subscriptionCount, index.subscriptionCount(device: subscriber.device), owner.map { index.subscriptionCount(owner: $0) })
-        }
-        if total >= quotas.maxSubscriptionsPerApp {
+        if app.index.subscriptionCount >= quotas.maxSubscriptionsPerApp {
             metrics.quotaRefused("app")
             throw .quotaExceeded("this application has reached its limit of \(quotas.maxSubscriptionsPerApp) subscriptions")
         }
-        if device >= quotas.maxSubscriptionsPerDevice {
+        if app.index.subscriptionCount(device: subscriber.device) >= quotas.maxSubscriptionsPerDevice {
             metrics.quotaRefused("device")
             throw .quotaExceeded("this device has reached its limit of \(quotas.maxSubscriptionsPerDevice) subscriptions")
         }
-        if let owned, owned >= quotas.maxSubscriptionsPerUser {
+        if let owner, app.index.subscriptionCount(owner: owner) >= quotas.maxSubscriptionsPerUser {
             metrics.quotaRefused("user")
             throw .quotaExceeded("this user has reached its limit of \(quotas.maxSubscriptionsPerUser) subscriptions")
         }
@@ -126,31 +128,40 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     // MARK: v1
 
     func subscribe(_ request: V1SubscribeRequest) async throws(APIError) {
-        let (app, profile) = try app(request.app)
+        let (partition, profile) = try app(request.app)
         try checkPathDepth(request.path, profile: profile)
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
-        if token == nil { try admitAnonymous(app: app, profile: profile) }
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
-        let existing = app.withIndex { $0.subscription(path: request.path, subscriber: subscriber) }
-        try checkOwner(of: existing, token: token)
-        try checkAccess(app: app, profile: profile, path: request.path, mode: request.mode, token: token)
-        if existing == nil { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token?.uid) }
-        let settings = SubscriptionSettings(
-            mode: request.mode, format: .v1, expiresAt: now + profile.settings.subscriptionTTLSeconds, authUID: token?.uid)
-        let subscription = Subscription(path: request.path, subscriber: subscriber, settings: settings)
-        try await write(SubscriptionRecord(app: app.name, subscription: subscription))
-        requestSnapshotIfNeeded(app: app, path: request.path, mode: request.mode)
+        let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
+        let expiresAt = now + profile.settings.subscriptionTTLSeconds
+        let needsSnapshot = try await partition.write(identity: identity) { (contents) throws(APIError) in
+            let app = contents.app(request.app)
+            if token == nil { try admitAnonymous(app: app, profile: profile) }
+            let existing = app.index.subscription(path: request.path, subscriber: subscriber)
+            try checkOwner(of: existing, token: token)
+            try checkAccess(app: app, profile: profile, path: request.path, mode: request.mode, token: token)
+            if existing == nil { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token?.uid) }
+            let settings = SubscriptionSettings(mode: request.mode, format: .v1, expiresAt: expiresAt, authUID: token?.uid)
+            let record = SubscriptionRecord(
+                app: request.app, subscription: Subscription(path: request.path, subscriber: subscriber, settings: settings))
+            return ([.subscription(record)], request.mode.needsData && app.index.shadow(at: request.path) == nil)
+        }
+        if needsSnapshot { snapshots?.requestSnapshot(app: request.app, path: request.path) }
         logger.debug("subscribed", metadata: ["app": "\(request.app)", "sp": "\(request.path)", "mode": "\(request.mode)"])
     }
 
     func unsubscribe(_ request: V1UnsubscribeRequest) async throws(APIError) {
-        let (app, profile) = try app(request.app)
+        let (partition, profile) = try app(request.app)
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
-        if token == nil { try admitAnonymous(app: app, profile: profile) }
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
-        let existing = app.withIndex { $0.subscription(path: request.path, subscriber: subscriber) }
-        try checkOwner(of: existing, token: token)
-        try await write(.deletion(app: app.name, path: request.path, subscriber: subscriber))
+        let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
+        try await partition.write(identity: identity) { (contents) throws(APIError) in
+            let app = contents.app(request.app)
+            if token == nil { try admitAnonymous(app: app, profile: profile) }
+            let existing = app.index.subscription(path: request.path, subscriber: subscriber)
+            try checkOwner(of: existing, token: token)
+            return ([.subscription(.deletion(app: request.app, path: request.path, subscriber: subscriber))], ())
+        }
     }
 
     // MARK: v2
@@ -163,39 +174,48 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     func create(app name: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
         -> V2WriteOutcome
     {
-        let (app, profile) = try app(name)
+        let (partition, profile) = try app(name)
         let token = try user(uid, bearer: bearer, profile: profile)
         try checkPathDepth(request.path, profile: profile)
         let subscriber = SubscriberKey(kind: request.kind, token: request.context, uid: uid)
-        let existing = app.withIndex { $0.subscription(path: request.path, subscriber: subscriber) }
-        if request.expirationTimestampSeconds == 0 {
-            if existing != nil { try await write(.deletion(app: name, path: request.path, subscriber: subscriber)) }
-            return .deleted
+        let identity = RetryKey(app: name, path: request.path, subscriber: subscriber)
+        let now = self.now
+        let (outcome, needsSnapshot) = try await partition.write(identity: identity) {
+            (contents) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) in
+            let app = contents.app(name)
+            let existing = app.index.subscription(path: request.path, subscriber: subscriber)
+            if request.expirationTimestampSeconds == 0 {
+                let records: [StateRecord] =
+                    existing == nil ? [] : [.subscription(.deletion(app: name, path: request.path, subscriber: subscriber))]
+                return (records, (.deleted, false))
+            }
+            if existing != nil && !allowsUpdate {
+                throw .conflict("this subscription exists; add ?allowsUpdate=true to update it")
+            }
+            return try store(
+                app: app, profile: profile, token: token, path: request.path, subscriber: subscriber, mode: request.mode,
+                format: request.format, expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now)
         }
-        if existing != nil && !allowsUpdate {
-            throw .conflict("this subscription exists; add ?allowsUpdate=true to update it")
-        }
-        return try await store(
-            app: app, profile: profile, token: token, path: request.path, subscriber: subscriber, mode: request.mode,
-            format: request.format, expiration: request.expirationTimestampSeconds, existed: existing != nil)
+        if needsSnapshot { snapshots?.requestSnapshot(app: name, path: request.path) }
+        return outcome
     }
 
     func update(app name: String, uid: String, id: String, bearer: String?, request: V2PartialRequest) async throws(APIError)
         -> V2WriteOutcome
     {
-        let (app, profile) = try app(name)
+        let (partition, profile) = try app(name)
         let token = try user(uid, bearer: bearer, profile: profile)
-        let current = find(app: app, uid: uid, id: id)
+        // The identity: the current subscription's, or the one the body names (creating through PUT).
+        let current = partition.withContents { find(app: $0.existingApp(name), uid: uid, id: id) }
         let path: DataPath
         let subscriber: SubscriberKey
         if let current {
             if let kind = request.kind, kind != current.subscriber.kind { throw immutable("kind") }
             if let requested = request.path, requested != current.path { throw immutable("path") }
-            if let context = request.context, context != current.subscriber.token { throw immutable("context") }
+            if let context = request.context, !context.bytesEqual(current.subscriber.token) { throw immutable("context") }
             path = current.path
             subscriber = current.subscriber
         } else {
-            // Creating through PUT: the body must name the whole tuple, and the tuple must give this id.
             guard let kind = request.kind, let requested = request.path, let context = request.context,
                 SubscriptionID.make(app: name, uid: uid, kind: kind, path: requested, context: context).bytesEqual(id)
             else { throw .notFound("no subscription '\(id.prefix(64))' for this user") }
@@ -203,46 +223,64 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             path = requested
             subscriber = SubscriberKey(kind: kind, token: context, uid: uid)
         }
-        if request.expirationTimestampSeconds == 0 {
-            if current != nil { try await write(.deletion(app: name, path: path, subscriber: subscriber)) }
-            return .deleted
+        let identity = RetryKey(app: name, path: path, subscriber: subscriber)
+        let now = self.now
+        let (outcome, needsSnapshot) = try await partition.write(identity: identity) {
+            (contents) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) in
+            let app = contents.app(name)
+            let existing = app.index.subscription(path: path, subscriber: subscriber)
+            if request.expirationTimestampSeconds == 0 {
+                let records: [StateRecord] =
+                    existing == nil ? [] : [.subscription(.deletion(app: name, path: path, subscriber: subscriber))]
+                return (records, (.deleted, false))
+            }
+            return try store(
+                app: app, profile: profile, token: token, path: path, subscriber: subscriber,
+                mode: request.mode ?? existing?.mode ?? .noData, format: request.format ?? existing?.format ?? .v2,
+                expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now)
         }
-        return try await store(
-            app: app, profile: profile, token: token, path: path, subscriber: subscriber,
-            mode: request.mode ?? current?.settings.mode ?? .noData, format: request.format ?? current?.settings.format ?? .v2,
-            expiration: request.expirationTimestampSeconds, existed: current != nil)
+        if needsSnapshot { snapshots?.requestSnapshot(app: name, path: path) }
+        return outcome
     }
 
     func list(app name: String, uid: String, bearer: String?) async throws(APIError) -> [V2SubscriptionDocument] {
-        let (app, profile) = try app(name)
+        let (partition, profile) = try app(name)
         _ = try user(uid, bearer: bearer, profile: profile)
-        return app.withIndex { $0.subscriptions(ofUser: uid) }.map { document(app: name, $0) }
+        let subscriptions = partition.withContents { $0.existingApp(name)?.index.subscriptions(ofUser: uid) ?? [] }
+        return subscriptions.map { document(app: name, $0) }
     }
 
     func get(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) -> V2SubscriptionDocument {
-        let (app, profile) = try app(name)
+        let (partition, profile) = try app(name)
         _ = try user(uid, bearer: bearer, profile: profile)
-        guard let subscription = find(app: app, uid: uid, id: id) else {
+        guard let subscription = partition.withContents({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }
         return document(app: name, subscription)
     }
 
     func delete(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) {
-        let (app, profile) = try app(name)
+        let (partition, profile) = try app(name)
         _ = try user(uid, bearer: bearer, profile: profile)
-        guard let subscription = find(app: app, uid: uid, id: id) else {
+        guard let subscription = partition.withContents({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }
-        try await write(.deletion(app: name, path: subscription.path, subscriber: subscription.subscriber))
+        let identity = RetryKey(app: name, path: subscription.path, subscriber: subscription.subscriber)
+        try await partition.write(identity: identity) { (contents) throws(APIError) in
+            guard contents.existingApp(name)?.index.subscription(path: subscription.path, subscriber: subscription.subscriber) != nil
+            else { throw .notFound("no subscription '\(id.prefix(64))' for this user") }
+            return ([.subscription(.deletion(app: name, path: subscription.path, subscriber: subscription.subscriber))], ())
+        }
     }
 
     private func immutable(_ field: String) -> APIError {
         .badRequest("'\(field)' is part of the subscription's identity (its id): create a new subscription instead")
     }
 
-    private func find(app: AppState, uid: String, id: String) -> Subscription? {
-        app.withIndex { $0.subscriptions(ofUser: uid) }.first {
+    /// The v2 subscription `id` of user `uid`. O(the user's subscriptions).
+    private func find(app: AppData?, uid: String, id: String) -> Subscription? {
+        guard let app else { return nil }
+        return app.index.subscriptions(ofUser: uid).first {
             SubscriptionID.make(app: app.name, path: $0.path, subscriber: $0.subscriber).bytesEqual(id)
         }
     }
@@ -255,60 +293,22 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             expirationTimestampSeconds: subscription.settings.expiresAt, format: subscription.settings.format)
     }
 
-    /// Checks access, computes the expiry (the requested one, capped by the app's lifetime), and stores.
+    /// Under the partition's lock: checks access and quotas, computes the expiry (the requested one, capped by
+    /// the app's lifetime), returns the record to write and what to answer.
     private func store(
-        app: AppState, profile: AppProfile, token: VerifiedToken, path: DataPath, subscriber: SubscriberKey,
-        mode: SubscriptionMode, format: NotificationFormat, expiration: Int64?, existed: Bool
-    ) async throws(APIError) -> V2WriteOutcome {
+        app: AppData, profile: AppProfile, token: VerifiedToken, path: DataPath, subscriber: SubscriberKey,
+        mode: SubscriptionMode, format: NotificationFormat, expiration: Int64?, existed: Bool, now: Int64
+    ) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) {
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
-        let now = self.now
         let latest = now + profile.settings.subscriptionTTLSeconds
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }
         if !existed { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token.uid) }
-        let settings = SubscriptionSettings(
-            mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid)
+        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid)
         let subscription = Subscription(path: path, subscriber: subscriber, settings: settings)
-        try await write(SubscriptionRecord(app: app.name, subscription: subscription))
-        requestSnapshotIfNeeded(app: app, path: path, mode: mode)
         let document = document(app: app.name, subscription)
-        return existed ? .updated(document) : .created(document)
-    }
-
-    // MARK: Storage
-
-    private func requestSnapshotIfNeeded(app: AppState, path: DataPath, mode: SubscriptionMode) {
-        guard mode.needsData, let snapshots, app.withIndex({ $0.shadow(at: path) }) == nil else { return }
-        snapshots.requestSnapshot(app: app.name, path: path)
-    }
-
-    private func write(_ record: SubscriptionRecord) async throws(APIError) {
-        do {
-            try await writer.write([.subscription(record)])
-        } catch {
-            logger.error("subscription not stored", metadata: ["app": "\(record.app)", "error": "\(error)"])
-            throw .unavailable("the subscription could not be stored; retry later")
-        }
-    }
-}
-
-struct Probe: OperationsProbe {
-    let readiness: Readiness
-    let stateLog: StateLog?
-    let metrics: GatewayMetrics
-    let store: SubscriptionStore
-
-    func notReadyReason() -> String? {
-        if let stateLog, !stateLog.isLoaded { return "loading subscriptions from the state topic" }
-        return readiness.notReadyReason
-    }
-
-    /// Gauges are computed at scrape time from the store (no bookkeeping on the hot path).
-    func metricsText() -> String {
-        let counts = store.counts()
-        metrics.subscriptions.set(Double(counts.subscriptions))
-        metrics.shadows.set(Double(counts.shadowsKept))
-        return metrics.text()
+        let needsSnapshot = mode.needsData && app.index.shadow(at: path) == nil
+        return ([.subscription(SubscriptionRecord(app: app.name, subscription: subscription))], (existed ? .updated(document) : .created(document), needsSnapshot))
     }
 }

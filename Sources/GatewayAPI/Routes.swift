@@ -4,11 +4,14 @@ import PushCore
 
 /// The HTTP routes: v1 wake-up API, operations endpoints, the OpenAPI document.
 public enum Routes {
+    /// With `routing`, subscription calls for apps whose partition another replica owns are forwarded there.
     public static func router(
-        subscriptions: some SubscriptionAPI, v2: some V2SubscriptionAPI, probe: some OperationsProbe
+        subscriptions: some SubscriptionAPI, v2: some V2SubscriptionAPI, probe: some OperationsProbe,
+        routing: (any RequestRouting)? = nil
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: UnmatchedRouteMiddleware())
+        if let routing { router.add(middleware: OwnerRoutingMiddleware(routing: routing)) }
         // Operations endpoints answer GET and HEAD (HEAD: same status and headers, no body).
         func getAndHead(_ path: String, _ handler: @escaping @Sendable () -> Response) {
             router.get(RouterPath(path)) { _, _ in handler() }

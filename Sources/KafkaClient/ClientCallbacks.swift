@@ -1,5 +1,6 @@
 import CRdKafka
 import Logging
+import Synchronization
 
 /// What a consumer learns from a rebalance.
 public enum RebalanceEvent: Sendable {
@@ -12,8 +13,13 @@ public enum RebalanceEvent: Sendable {
 /// client that points to it (the client object holds it strongly).
 final class ClientCallbacks: @unchecked Sendable {
     let logger: Logger
-    /// Called on the polling thread, before librdkafka applies the change (so a revoke can drain first).
-    let onRebalance: (@Sendable (RebalanceEvent) -> Void)?
+    /// Called on the polling thread: an assignment after librdkafka applied it (so that new partitions can be
+    /// paused), a revocation before (so that their work can drain first). Set by `subscribe`.
+    var onRebalance: (@Sendable (RebalanceEvent) -> Void)? {
+        get { rebalanceHandler.withLock { $0 } }
+        set { rebalanceHandler.withLock { $0 = newValue } }
+    }
+    private let rebalanceHandler = Mutex<(@Sendable (RebalanceEvent) -> Void)?>(nil)
     /// librdkafka's statistics JSON (every `statistics.interval.ms`), on the polling thread.
     let onStatistics: (@Sendable ([UInt8]) -> Void)?
 
@@ -22,8 +28,8 @@ final class ClientCallbacks: @unchecked Sendable {
         onStatistics: (@Sendable ([UInt8]) -> Void)? = nil
     ) {
         self.logger = logger
-        self.onRebalance = onRebalance
         self.onStatistics = onStatistics
+        self.onRebalance = onRebalance
     }
 
     static func from(_ client: OpaquePointer?) -> ClientCallbacks? {

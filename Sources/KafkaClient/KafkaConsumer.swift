@@ -38,7 +38,10 @@ public final class KafkaConsumer: @unchecked Sendable {
         rd_kafka_poll_set_consumer(client)
     }
 
-    public func subscribe(topics: [String]) throws {
+    /// Joins the group for `topics`; `onRebalance` hears of every assignment and revocation (on the polling
+    /// thread, inside ``poll(timeoutMs:)``).
+    public func subscribe(topics: [String], onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil) throws {
+        if let onRebalance { callbacks.onRebalance = onRebalance }
         guard let list = rd_kafka_topic_partition_list_new(Int32(topics.count)) else {
             throw KafkaError(message: "cannot allocate a partition list")
         }
@@ -98,6 +101,69 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         let result = rd_kafka_assign(client, list)
         guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "assign") }
+    }
+
+    /// Adds partitions to a reader's assignment, each from the given offset (`-2`: beginning), keeping the
+    /// others where they are.
+    public func addAssignment(_ offsets: [TopicPartition: Int64]) throws {
+        guard !offsets.isEmpty else { return }
+        let list = try Self.list(offsets)
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        if let error = rd_kafka_incremental_assign(client, list) {
+            defer { rd_kafka_error_destroy(error) }
+            throw KafkaError(rd_kafka_error_code(error), context: "incremental assign")
+        }
+    }
+
+    /// Removes partitions from a reader's assignment.
+    public func removeAssignment(_ partitions: [TopicPartition]) throws {
+        guard !partitions.isEmpty else { return }
+        let list = try Self.list(Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(-1001)) }))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        if let error = rd_kafka_incremental_unassign(client, list) {
+            defer { rd_kafka_error_destroy(error) }
+            throw KafkaError(rd_kafka_error_code(error), context: "incremental unassign")
+        }
+    }
+
+    /// Stops fetching `partitions` (their records stop arriving) until ``resume(_:)``.
+    public func pause(_ partitions: [TopicPartition]) {
+        guard !partitions.isEmpty, let list = try? Self.list(Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(-1001)) }))
+        else { return }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let result = rd_kafka_pause_partitions(client, list)
+        if result != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("pausing partitions failed", metadata: ["error": "\(KafkaError(result, context: "pause"))"])
+        }
+    }
+
+    /// Fetches `partitions` again. Safe from any thread.
+    public func resume(_ partitions: [TopicPartition]) {
+        guard !partitions.isEmpty, let list = try? Self.list(Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(-1001)) }))
+        else { return }
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let result = rd_kafka_resume_partitions(client, list)
+        if result != RD_KAFKA_RESP_ERR_NO_ERROR {
+            logger.warning("resuming partitions failed", metadata: ["error": "\(KafkaError(result, context: "resume"))"])
+        }
+    }
+
+    /// The group member id the coordinator gave this consumer, nil before it joined.
+    public var memberID: String? {
+        guard let pointer = rd_kafka_memberid(client) else { return nil }
+        defer { rd_kafka_mem_free(client, pointer) }
+        let id = String(cString: pointer)
+        return id.isEmpty ? nil : id
+    }
+
+    private static func list(_ offsets: [TopicPartition: Int64]) throws -> UnsafeMutablePointer<rd_kafka_topic_partition_list_t> {
+        guard let list = rd_kafka_topic_partition_list_new(Int32(offsets.count)) else {
+            throw KafkaError(message: "cannot allocate a partition list")
+        }
+        for (partition, offset) in offsets {
+            rd_kafka_topic_partition_list_add(list, partition.topic, partition.partition)?.pointee.offset = offset
+        }
+        return list
     }
 
     /// The number of partitions of `topic`, asked of the broker. Blocking.

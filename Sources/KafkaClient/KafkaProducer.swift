@@ -60,6 +60,15 @@ public final class KafkaProducer: @unchecked Sendable {
     public func send(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) {
+        if let error = enqueue(record, completion: completion) { completion(.failure(error)) }
+    }
+
+    /// Queues a record without blocking. Returns the error when it could not even be queued (the queue is
+    /// full, the producer is closed...): `completion` is then never called. Otherwise `completion` runs later,
+    /// on the polling thread, never inside this call, so the caller may hold a lock here.
+    public func enqueue(
+        _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
+    ) -> KafkaError? {
         let box = Unmanaged.passRetained(DeliveryBox(completion))
 
         let result: rd_kafka_resp_err_t = record.topic.withCString { topic in
@@ -71,8 +80,9 @@ public final class KafkaProducer: @unchecked Sendable {
         }
         if result != RD_KAFKA_RESP_ERR_NO_ERROR {
             box.release()
-            completion(.failure(KafkaError(result, context: "produce to \(record.topic)")))
+            return KafkaError(result, context: "produce to \(record.topic)")
         }
+        return nil
     }
 
     private func produce(

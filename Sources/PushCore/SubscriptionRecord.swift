@@ -4,17 +4,33 @@
 ///
 ///     key:   ["toto","/some/path","mobile","<token>",""]        (app, path, kind, token, uid)
 ///     value: {"expiresAt":1767225600,"format":"v1","mode":"value"}     (+ "authUID" when made with a token)
+///
+/// A revoked subscription whose revoke message is still on its way is kept as a marker, `"revoked":"<reason>"`
+/// in the value: it is matched by nothing, and a replica that takes the partition over sends the revoke (after
+/// the subscription's pending retries); the tombstone follows once the revoke is delivered.
 public struct SubscriptionRecord: Sendable, Equatable {
     public var app: String
     public var subscription: Subscription
     /// Nil: the subscription was deleted.
     public var settings: SubscriptionSettings?
+    /// Set: the subscription was revoked and its revoke message is not delivered yet.
+    public var revoked: RevocationReason?
 
     public init(app: String, subscription: Subscription, deleted: Bool = false) {
         self.app = app
         self.subscription = subscription
         self.settings = deleted ? nil : subscription.settings
     }
+
+    /// The marker of a revoked subscription (see the type's documentation).
+    public static func revocation(app: String, subscription: Subscription, reason: RevocationReason) -> SubscriptionRecord {
+        var record = SubscriptionRecord(app: app, subscription: subscription)
+        record.revoked = reason
+        return record
+    }
+
+    /// The identity of the subscription (app, path, subscriber).
+    public var identity: RetryKey { RetryKey(app: app, path: subscription.path, subscriber: subscription.subscriber) }
 
     /// The tombstone of the subscription of `subscriber` at `path`.
     public static func deletion(app: String, path: DataPath, subscriber: SubscriberKey) -> SubscriptionRecord {
@@ -39,6 +55,7 @@ public struct SubscriptionRecord: Sendable, Equatable {
             "mode": .string(settings.mode.rawValue),
         ]
         if let uid = settings.authUID { document["authUID"] = .string(uid) }
+        if let revoked { document["revoked"] = .string(revoked.rawValue) }
         return JSONWriter.bytes(.object(document))
     }
 
@@ -66,12 +83,20 @@ public struct SubscriptionRecord: Sendable, Equatable {
         else { throw DecodingError(description: "bad state record value") }
         let authUID = document["authUID"]?.stringValue
         let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: expiresAt, authUID: authUID)
-        return SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
+        var record = SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
+        if let reason = document["revoked"] {
+            guard let parsed = reason.stringValue.flatMap(RevocationReason.init(rawValue:)) else {
+                throw DecodingError(description: "bad state record value: unknown revocation reason")
+            }
+            record.revoked = parsed
+        }
+        return record
     }
 
-    /// Applies the record to an app's index: subscribe/refresh, or unsubscribe for a tombstone.
+    /// Applies the record to an app's index: subscribe/refresh, or unsubscribe for a tombstone or a revoked
+    /// marker.
     public func apply(to index: AppIndex) {
-        if let settings {
+        if let settings, revoked == nil {
             index.subscribe(path: subscription.path, subscriber: subscription.subscriber, settings: settings)
         } else {
             index.unsubscribe(path: subscription.path, subscriber: subscription.subscriber)

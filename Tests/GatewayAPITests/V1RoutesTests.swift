@@ -10,26 +10,26 @@ import XCTest
 
 final class V1RoutesTests: XCTestCase {
     struct Fixture {
-        let store: SubscriptionStore
-        let readiness: Readiness
+        let harness: GatewayHarness
+        let health: Health
         let app: Application<RouterResponder<BasicRequestContext>>
     }
 
-    func makeFixture() throws -> Fixture {
+    func makeFixture() async throws -> Fixture {
         var off = AppSettings()
         off.enabled = false
-        let store = try SubscriptionStore(apps: ["toto": AppSettings(), "off": off])
-        let metrics = GatewayMetrics()
-        let readiness = Readiness()
-        let service = SubscriptionService(
-            store: store, writer: InMemorySubscriptionWriter(store: store), snapshots: nil, metrics: metrics,
-            logger: Logger(label: "test"))
-        let router = Routes.router(subscriptions: service, v2: service, probe: Probe(readiness: readiness, stateLog: nil, metrics: metrics, store: store))
-        return Fixture(store: store, readiness: readiness, app: Application(router: router))
+        let harness = try GatewayHarness(apps: ["toto": AppSettings(), "off": off])
+        try await harness.start()
+        addTeardownBlock { await harness.stop() }
+        let health = Health()
+        let router = Routes.router(
+            subscriptions: harness.service, v2: harness.service,
+            probe: Probe(health: health, store: harness.store, metrics: harness.metrics))
+        return Fixture(harness: harness, health: health, app: Application(router: router))
     }
 
-    static func subscriptions(_ store: SubscriptionStore, _ app: String = "toto") -> [Subscription] {
-        store.app(app)?.withIndex { $0.allSubscriptions() } ?? []
+    static func subscriptions(_ harness: GatewayHarness, _ app: String = "toto") -> [Subscription] {
+        harness.subscriptions(app)
     }
 
     static func errorBody(_ response: TestResponse) throws -> [String: String] {
@@ -38,7 +38,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testSubscribeRefreshAndUnsubscribe() async throws {
-        let fixture = try makeFixture()
+        let fixture = try await makeFixture()
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/base/toto/.wakeup/some/webcom/path?id=dev1&mode=value", method: .put) { response in
                 XCTAssertEqual(response.status, .noContent)
@@ -46,7 +46,7 @@ final class V1RoutesTests: XCTestCase {
             try await client.execute(uri: "/base/toto/.wakeup/some/webcom/path/?id=dev1&mode=childEvent", method: .put) { response in
                 XCTAssertEqual(response.status, .noContent)
             }
-            let all = Self.subscriptions(fixture.store)
+            let all = Self.subscriptions(fixture.harness)
             XCTAssertEqual(all.count, 1)
             XCTAssertEqual(all.first?.path.description, "/some/webcom/path")
             XCTAssertEqual(all.first?.settings.mode, .childEvent)
@@ -54,17 +54,17 @@ final class V1RoutesTests: XCTestCase {
             try await client.execute(uri: "/base/toto/.wakeup/some/webcom/path?id=dev1", method: .delete) { response in
                 XCTAssertEqual(response.status, .noContent)
             }
-            XCTAssertTrue(Self.subscriptions(fixture.store).isEmpty)
+            XCTAssertTrue(Self.subscriptions(fixture.harness).isEmpty)
         }
     }
 
     func testDefaultsRootAndEncoding() async throws {
-        let fixture = try makeFixture()
+        let fixture = try await makeFixture()
         try await fixture.app.test(.router) { client in
             for uri in ["/base/toto/.wakeup?id=a", "/base/toto/.wakeup/?id=b", "/base/toto/.wakeup/caf%C3%A9/x%20y?id=c%3Ad&mode=null"] {
                 try await client.execute(uri: uri, method: .put) { response in XCTAssertEqual(response.status, .noContent, uri) }
             }
-            let byToken = Dictionary(uniqueKeysWithValues: Self.subscriptions(fixture.store).map { ($0.subscriber.token, $0) })
+            let byToken = Dictionary(uniqueKeysWithValues: Self.subscriptions(fixture.harness).map { ($0.subscriber.token, $0) })
             XCTAssertEqual(byToken["a"]?.path, .root)
             XCTAssertEqual(byToken["b"]?.path, .root)
             XCTAssertEqual(byToken["c:d"]?.path.description, "/café/x y")
@@ -77,7 +77,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testErrors() async throws {
-        let fixture = try makeFixture()
+        let fixture = try await makeFixture()
         typealias Case = (uri: String, method: HTTPRequest.Method, status: HTTPResponse.Status, code: String)
         let longPath: String = "/base/toto/.wakeup/" + String(repeating: "a", count: 2048) + "?id=x"
         let cases: [Case] = [
@@ -112,18 +112,18 @@ final class V1RoutesTests: XCTestCase {
                 XCTAssertEqual(response.status, .noContent)
             }
         }
-        XCTAssertEqual(Self.subscriptions(fixture.store).count, 1)
+        XCTAssertEqual(Self.subscriptions(fixture.harness).count, 1)
     }
 
     func testOperationsEndpoints() async throws {
-        let fixture = try makeFixture()
+        let fixture = try await makeFixture()
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/healthz", method: .get) { XCTAssertEqual($0.status, .ok) }
             try await client.execute(uri: "/readyz", method: .get) { response in
                 XCTAssertEqual(response.status, .serviceUnavailable)
                 XCTAssertEqual(try Self.errorBody(response)["status"], "not_ready")
             }
-            fixture.readiness.assigned()
+            fixture.health.assigned(owned: [], ready: [])
             try await client.execute(uri: "/readyz", method: .get) { XCTAssertEqual($0.status, .ok) }
             try await client.execute(uri: "/metrics", method: .get) { response in
                 XCTAssertEqual(response.status, .ok)
@@ -137,7 +137,7 @@ final class V1RoutesTests: XCTestCase {
     }
 
     func testUnmatchedRoutesAndDeviceIDLimits() async throws {
-        let fixture = try makeFixture()
+        let fixture = try await makeFixture()
         try await fixture.app.test(.router) { client in
             try await client.execute(uri: "/healthz", method: .post) { response in
                 XCTAssertEqual(response.status, .methodNotAllowed)

@@ -21,7 +21,7 @@ final class V2RoutesTests: XCTestCase {
         return "\(header).\(payload).\(Base64URL.encode(signature))"
     }
 
-    func makeApp() throws -> (SubscriptionStore, Application<RouterResponder<BasicRequestContext>>) {
+    func makeApp() async throws -> (GatewayHarness, Application<RouterResponder<BasicRequestContext>>) {
         var settings = AppSettings()
         settings.authKeys = [.object(["alg": .string("HS256"), "secret": .string(Self.secret)])]
         settings.rules = .object([
@@ -33,14 +33,10 @@ final class V2RoutesTests: XCTestCase {
         settings.subscriptionTTLSeconds = 3600
         var off = settings
         off.enabled = false
-        let store = try SubscriptionStore(apps: ["toto": settings, "off": off, "nokeys": AppSettings()])
-        let metrics = GatewayMetrics()
-        let service = SubscriptionService(
-            store: store, writer: InMemorySubscriptionWriter(store: store), snapshots: nil, metrics: metrics,
-            logger: Logger(label: "test"))
-        let router = Routes.router(
-            subscriptions: service, v2: service, probe: Probe(readiness: Readiness(), stateLog: nil, metrics: metrics, store: store))
-        return (store, Application(router: router))
+        let harness = try GatewayHarness(apps: ["toto": settings, "off": off, "nokeys": AppSettings()])
+        try await harness.start()
+        addTeardownBlock { await harness.stop() }
+        return (harness, Application(router: harness.router()))
     }
 
     static func body(_ fields: [ExactString: JSONValue]) -> ByteBuffer { ByteBuffer(bytes: JSONWriter.bytes(.object(fields))) }
@@ -59,7 +55,7 @@ final class V2RoutesTests: XCTestCase {
     }
 
     func testCreateConflictUpdateListGetDelete() async throws {
-        let (store, app) = try makeApp()
+        let (store, app) = try await makeApp()
         let base = "/datasync/v2/toto/subscriptions/alice"
         try await app.test(.router) { client in
             var id = ""
@@ -133,7 +129,7 @@ final class V2RoutesTests: XCTestCase {
                 XCTAssertEqual(response.status, .noContent)
             }
         }
-        XCTAssertEqual(store.app("toto")?.withIndex { $0.subscriptionCount }, 0)
+        XCTAssertEqual(store.subscriptions("toto").count, 0)
     }
 
     func testIDIsADeterministicFunctionOfTheTuple() throws {
@@ -147,7 +143,7 @@ final class V2RoutesTests: XCTestCase {
     }
 
     func testAuthenticationAndRules() async throws {
-        let (_, app) = try makeApp()
+        let (_, app) = try await makeApp()
         let base = "/datasync/v2/toto/subscriptions/alice"
         let defaultBody = Self.body(Self.subscription)
         try await app.test(.router) { client in
@@ -188,7 +184,7 @@ final class V2RoutesTests: XCTestCase {
     }
 
     func testV1TokenIsVerifiedAndRulesApply() async throws {
-        let (_, app) = try makeApp()
+        let (_, app) = try await makeApp()
         try await app.test(.router) { client in
             try await client.execute(uri: "/base/toto/.wakeup/public/news?id=d1", method: .put) { response in
                 XCTAssertEqual(response.status, .noContent)

@@ -162,7 +162,7 @@ final class ChildChangesMergeTests: XCTestCase {
     }
 }
 
-final class RetryQueueTests: XCTestCase {
+final class DeliveryQueueTests: XCTestCase {
     let policy = RetryPolicy(jitter: 0)
     var random = RetryTestRandom(seed: 2024)
 
@@ -184,14 +184,14 @@ final class RetryQueueTests: XCTestCase {
         RetryKey(app: "app", path: Self.path(path), subscriber: subscriber)
     }
 
-    func fail(_ queue: RetryQueue, _ key: RetryKey, at now: Double, retryAfter: Double? = nil, quota: Bool = false)
-        -> RetryQueue.FailureOutcome
+    func fail(_ queue: DeliveryQueue, _ key: RetryKey, at now: Double, retryAfter: Double? = nil, quota: Bool = false)
+        -> DeliveryQueue.FailureOutcome
     {
         queue.failed(key, now: now, retryAfter: retryAfter, quotaExceeded: quota, policy: policy, random: &random)
     }
 
     func testBackoffScheduleThroughTheQueue() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.noData, at: 100))
         XCTAssertEqual(queue.nextWakeUp, 100)
         XCTAssertEqual(queue.due(now: 100).count, 1)
@@ -215,7 +215,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testJitteredQueueScheduleStaysInBounds() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.noData))
         var now = 0.0
         for attempt in 1...12 {
@@ -231,7 +231,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testTwoHourCutOffDiscardsEverythingPendingAndCountsIt() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1"))))
         XCTAssertEqual(queue.due(now: 0).count, 1)
         var now = 0.0
@@ -242,7 +242,8 @@ final class RetryQueueTests: XCTestCase {
             XCTAssertEqual(queue.due(now: now).map(\.content), [.value(.number("1"))])
             outcome = fail(queue, key(), at: now)
         }
-        XCTAssertEqual(outcome, .discarded(count: 2))
+        guard case .discarded(let discarded) = outcome else { return XCTFail("not discarded") }
+        XCTAssertEqual(discarded.count, 2)
         XCTAssertLessThanOrEqual(now, 7200)
         XCTAssertGreaterThan(now + 600, 7200)
         XCTAssertEqual(queue.count, 0)
@@ -254,7 +255,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testFirstFailureIsKeptAcrossAttempts() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(PendingNotification(
             app: "app", path: Self.path("/a"), subscriber: Self.alice, format: .v2, content: .noData,
             firstFailureAt: 50, attempt: 1, notBefore: 51))
@@ -266,7 +267,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testOrderIsKeptPerSubscription() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1")), origin: "e1"))
         queue.enqueue(note(.childEvent(ChildChanges(added: ["k": .bool(true)]), keysOnly: false), origin: "e2"))
         queue.enqueue(note(.noData, origin: "e3"))
@@ -293,7 +294,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testAtMostOneInFlightPerSubscription() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1"))))
         queue.enqueue(note(.noData))
         queue.enqueue(note(.noData, to: Self.bob))
@@ -315,7 +316,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testDueRespectsLimitAndTimeOrder() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         for (index, token) in ["c", "a", "b"].enumerated() {
             queue.enqueue(note(.noData, to: SubscriberKey(token: token), at: Double(10 - index)))
         }
@@ -324,7 +325,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testValueAndNoDataCoalesceToTheLatestWhileBackingOff() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1")), at: 0, origin: "e1"))
         XCTAssertEqual(queue.due(now: 0).count, 1)
         XCTAssertEqual(fail(queue, key(), at: 0), .scheduled(at: 1))
@@ -344,21 +345,37 @@ final class RetryQueueTests: XCTestCase {
         XCTAssertEqual(queue.due(now: 3).map(\.content), [.value(.number("3"))])
 
         // noData likewise; but a different mode is queued behind, not merged.
-        let other = RetryQueue()
+        let other = DeliveryQueue()
         other.enqueue(note(.noData))
+        XCTAssertEqual(other.due(now: 0).count, 1)
+        XCTAssertEqual(fail(other, key(), at: 0), .scheduled(at: 1))
         XCTAssertEqual(other.enqueue(note(.noData)), .coalesced)
         XCTAssertEqual(other.enqueue(note(.value(nil))), .queued)
         XCTAssertEqual(other.enqueue(note(.noData)), .queued)
         XCTAssertEqual(other.count, 3)
     }
 
+    /// Outside a backoff nothing is merged: every notification is delivered, in order.
+    func testNothingIsCoalescedWhileTheSubscriptionIsNotBackingOff() {
+        let queue = DeliveryQueue()
+        for value in 1...3 { XCTAssertEqual(queue.enqueue(note(.value(.number("\(value)")))), .queued) }
+        XCTAssertEqual(queue.enqueue(note(.noData)), .queued)
+        XCTAssertEqual(queue.enqueue(note(.noData)), .queued)
+        var sent: [NotificationContent] = []
+        while let head = queue.due(now: 0).first {
+            sent.append(head.content)
+            queue.completed(head.key)
+        }
+        XCTAssertEqual(sent, [.value(.number("1")), .value(.number("2")), .value(.number("3")), .noData, .noData])
+    }
+
     func testNothingMergesIntoTheInFlightHeadButTheBacklogMergesAfterItFails() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1"))))
         XCTAssertEqual(queue.due(now: 0).count, 1)
         XCTAssertEqual(queue.enqueue(note(.value(.number("2")), at: 0.2)), .queued)
-        XCTAssertEqual(queue.enqueue(note(.value(.number("3")), at: 0.4)), .coalesced)
-        XCTAssertEqual(queue.count, 2)
+        XCTAssertEqual(queue.enqueue(note(.value(.number("3")), at: 0.4)), .queued)
+        XCTAssertEqual(queue.count, 3)
         // The head fails: the backlog replaces it under the head's schedule.
         XCTAssertEqual(fail(queue, key(), at: 0.5), .scheduled(at: 1.5))
         let pending = queue.pending(for: key())
@@ -370,7 +387,7 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testChildEventsMergeWhileBackingOff() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         let one = JSONValue.number("1")
         let two = JSONValue.number("2")
         queue.enqueue(note(.childEvent(ChildChanges(added: ["a": one], removed: ["r"]), keysOnly: false)))
@@ -390,10 +407,15 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testChildEventsThatCancelOutLeaveNothing() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.childEvent(ChildChanges(added: ["a": .bool(true)]), keysOnly: false)))
-        XCTAssertEqual(queue.enqueue(note(.childEvent(ChildChanges(removed: ["a"]), keysOnly: false))), .cancelled)
+        XCTAssertEqual(queue.due(now: 0).count, 1)
+        XCTAssertEqual(fail(queue, key(), at: 0), .scheduled(at: 1))
+        var cancelling = note(.childEvent(ChildChanges(removed: ["a"]), keysOnly: false))
+        cancelling.holds = [7]
+        XCTAssertEqual(queue.enqueue(cancelling), .cancelled)
         XCTAssertEqual(queue.count, 0)
+        XCTAssertEqual(queue.takeReleasedHolds(), [7])
         XCTAssertFalse(queue.hasPending(for: key()))
         XCTAssertNil(queue.nextWakeUp)
         XCTAssertTrue(queue.due(now: 100).isEmpty)
@@ -407,42 +429,49 @@ final class RetryQueueTests: XCTestCase {
         XCTAssertNil(queue.nextWakeUp)
     }
 
-    func testRevokeDropsEverythingQueuedBeforeIt() {
-        let queue = RetryQueue()
+    /// A revoke is the last message of its subscription: what was queued before it goes first.
+    func testRevokeComesAfterWhatWasQueuedBeforeIt() {
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1"))))
         XCTAssertEqual(queue.due(now: 0).count, 1)
         XCTAssertEqual(fail(queue, key(), at: 0), .scheduled(at: 1))
         queue.enqueue(note(.noData))
-        XCTAssertEqual(queue.count, 2)
-        XCTAssertEqual(queue.enqueue(note(.revoke(.expired), at: 0.5)), .revoked(dropped: 2))
-        XCTAssertEqual(queue.pending(for: key()).map(\.content), [.revoke(.expired)])
-        // The revoke takes over the subscription's schedule.
-        XCTAssertEqual(queue.pending(for: key()).first?.notBefore, 1)
-        XCTAssertEqual(queue.pending(for: key()).first?.attempt, 1)
-        // Revokes are never coalesced.
-        XCTAssertEqual(queue.enqueue(note(.revoke(.disabled), at: 0.6)), .revoked(dropped: 1))
-        XCTAssertEqual(queue.count, 1)
-        // Data enqueued after a revoke (a new subscription) is kept, in order.
+        XCTAssertEqual(queue.enqueue(note(.revoke(.expired), at: 0.5)), .queued)
+        // Revokes are never coalesced, and nothing coalesces into one.
+        XCTAssertEqual(queue.enqueue(note(.revoke(.disabled), at: 0.6)), .queued)
         XCTAssertEqual(queue.enqueue(note(.noData, at: 0.7)), .queued)
-        XCTAssertEqual(queue.due(now: 1).map(\.content), [.revoke(.disabled)])
-        queue.completed(key())
-        XCTAssertEqual(queue.due(now: 1).map(\.content), [.noData])
+        XCTAssertEqual(queue.count, 5)
+        var sent: [NotificationContent] = []
+        var now = 1.0
+        while queue.count > 0 {
+            guard let head = queue.due(now: now).first else {
+                now += 1
+                continue
+            }
+            sent.append(head.content)
+            queue.completed(head.key)
+        }
+        XCTAssertEqual(sent, [.value(.number("1")), .noData, .revoke(.expired), .revoke(.disabled), .noData])
     }
 
-    func testRevokeBehindAnInFlightHeadReplacesItWhenItFails() {
-        let queue = RetryQueue()
+    /// Retries before a revoke are delivered or, at their deadline, discarded together with it.
+    func testRetriesBeforeARevokeAreDeliveredOrDiscardedNeverAfterIt() {
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1"))))
         XCTAssertEqual(queue.due(now: 0).count, 1)
         queue.enqueue(note(.value(.number("2"))))
-        XCTAssertEqual(queue.enqueue(note(.revoke(.permissionDenied))), .revoked(dropped: 1))
-        XCTAssertEqual(queue.count, 2)
+        queue.enqueue(note(.revoke(.permissionDenied)))
         XCTAssertEqual(fail(queue, key(), at: 0), .scheduled(at: 1))
-        XCTAssertEqual(queue.pending(for: key()).map(\.content), [.revoke(.permissionDenied)])
-        XCTAssertEqual(queue.count, 1)
+        // The failed head merged with the value behind it; the revoke stays last.
+        XCTAssertEqual(queue.pending(for: key()).map(\.content), [.value(.number("2")), .revoke(.permissionDenied)])
+        XCTAssertEqual(queue.due(now: 1).map(\.content), [.value(.number("2"))])
+        guard case .discarded(let entries) = fail(queue, key(), at: 8000) else { return XCTFail("not discarded") }
+        XCTAssertEqual(entries.map(\.content), [.value(.number("2")), .revoke(.permissionDenied)])
+        XCTAssertEqual(queue.count, 0)
     }
 
     func testProjectPauseHoldsBackItsScopeOnly() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.noData, to: Self.alice, scope: "fcm:p1"))
         queue.enqueue(note(.noData, to: Self.bob, scope: "fcm:p1"))
         let carol = SubscriberKey(token: "carol")
@@ -471,30 +500,30 @@ final class RetryQueueTests: XCTestCase {
     }
 
     func testRemoveAllForSubscription() {
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         queue.enqueue(note(.value(.number("1"))))
         queue.enqueue(note(.noData, to: Self.bob))
-        XCTAssertEqual(queue.removeAll(forSubscription: key(Self.bob)), 1)
+        XCTAssertEqual(queue.removeAll(forSubscription: key(Self.bob)).count, 1)
         XCTAssertEqual(queue.due(now: 0).map(\.subscriber.token), ["alice"])
         queue.enqueue(note(.value(.number("2"))))
         // In flight: kept until resolved, never retried.
-        XCTAssertEqual(queue.removeAll(forSubscription: key()), 1)
+        XCTAssertEqual(queue.removeAll(forSubscription: key()).count, 1)
         XCTAssertEqual(queue.count, 1)
         XCTAssertEqual(fail(queue, key(), at: 1), .superseded)
         XCTAssertEqual(queue.count, 0)
         XCTAssertNil(queue.nextWakeUp)
-        XCTAssertEqual(queue.removeAll(forSubscription: key()), 0)
+        XCTAssertEqual(queue.removeAll(forSubscription: key()).count, 0)
         // removeAll(where:) by app.
         queue.enqueue(note(.noData))
         queue.enqueue(note(.noData, to: Self.bob))
-        XCTAssertEqual(queue.removeAll { $0.app == "app" }, 2)
+        XCTAssertEqual(queue.removeAll { $0.app == "app" }.count, 2)
         XCTAssertTrue(queue.isEmpty)
     }
 
     func testManySubscriptionsAreAllDeliveredInOrder() {
         // A seeded random workload: per subscription, deliveries come out in enqueue order and the latest
         // notification is always delivered (coalescing never loses it); counts balance at the end.
-        let queue = RetryQueue()
+        let queue = DeliveryQueue()
         var rng = RetryTestRandom(seed: 99)
         var latest: [RetryKey: Int] = [:]
         var delivered: [RetryKey: [Int]] = [:]

@@ -113,6 +113,7 @@ class Stack:
             fcm_base_url=fake.base_url, fcm_ca_file=fake.ca_file, apps=apps,
         )
         self.config["kafka"]["snapshotRequestsTopic"] = self.topics.snapshots
+        self.config["kafka"]["membersTopic"] = self.topics.members
         # Per-app settings files (tests write them with write_app_settings), re-read every 0.2 s.
         self.settings_dir = os.path.join(self.workdir, "apps.d")
         os.makedirs(self.settings_dir, exist_ok=True)

@@ -214,6 +214,7 @@ class Topics:
     group: str
     suffix: str = field(default="")
     snapshots: str = field(default="")
+    members: str = field(default="")
 
     @staticmethod
     def unique(broker: Tansu, partitions: int = 4) -> "Topics":
@@ -225,7 +226,9 @@ class Topics:
             group=f"push-gateway-{suffix}",
             suffix=suffix,
             snapshots=f"push.snapshot-requests.{suffix}",
+            members=f"push.members.{suffix}",
         )
+        broker.create_topic(t.members, 1)
         broker.create_topic(t.snapshots, partitions)
         broker.create_topic(t.changes, partitions)
         broker.create_topic(t.dlq, partitions)

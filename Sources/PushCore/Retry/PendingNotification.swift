@@ -23,7 +23,11 @@ public struct RetryKey: Sendable, Hashable {
     }
 }
 
-/// A notification waiting in the ``RetryQueue``: what to send, to whom, and its retry state.
+/// A notification waiting in the ``DeliveryQueue``: what to send, to whom, and its retry state.
+///
+/// `holds` and `payload` are transient (never stored in the state topic, ignored by `==`): `holds` are the
+/// caller's opaque ids of what waits for this notification to be settled (e.g. the change event whose offset
+/// may move only then), `payload` the bytes already built for it (nil: build them at send time).
 public struct PendingNotification: Sendable, Equatable {
     public var app: String
     public var path: DataPath
@@ -31,19 +35,26 @@ public struct PendingNotification: Sendable, Equatable {
     public var format: NotificationFormat
     public var content: NotificationContent
     /// The pause scope the notification belongs to, chosen by the caller (e.g. `"fcm:<project-id>"`): a
-    /// project-wide pause (``RetryQueue/pause(scope:until:)``) holds back every notification of the scope.
+    /// project-wide pause (``DeliveryQueue/pause(scope:until:)``) holds back every notification of the scope.
     public var scope: String
     /// Opaque to the queue (e.g. the id of the change event that caused it), kept for logs. Coalescing keeps
     /// the latest one.
     public var origin: String
     /// When the notification first failed (seconds, injected clock). The 2-hour deadline counts from here.
-    /// While `attempt == 0` it is only provisional: the first ``RetryQueue/failed(_:now:retryAfter:quotaExceeded:policy:random:)``
+    /// While `attempt == 0` it is only provisional: the first ``DeliveryQueue/failed(_:now:retryAfter:quotaExceeded:policy:random:)``
     /// sets it to that failure's time.
     public var firstFailureAt: Double
     /// Failed attempts so far (0: never tried, e.g. queued behind a subscription that backs off).
     public var attempt: Int
     /// Not to be sent before this time.
     public var notBefore: Double
+    /// Transient: what waits for this notification (see the type's documentation).
+    public var holds: [UInt64] = []
+    /// Transient: the payload, when built before queueing.
+    public var payload: [UInt8]?
+    /// Transient: when the change event was written upstream (seconds since the epoch), for the end-to-end
+    /// latency; nil when unknown.
+    public var eventTime: Double?
 
     public init(
         app: String, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat,
@@ -64,7 +75,14 @@ public struct PendingNotification: Sendable, Equatable {
 
     public var key: RetryKey { RetryKey(app: app, path: path, subscriber: subscriber) }
 
-    /// True for `revoke` content (never coalesced; drops what was queued before it).
+    /// The stored fields only (`holds` and `payload` are transient).
+    public static func == (left: PendingNotification, right: PendingNotification) -> Bool {
+        left.key == right.key && left.format == right.format && left.content == right.content
+            && left.scope.bytesEqual(right.scope) && left.origin == right.origin && left.firstFailureAt == right.firstFailureAt
+            && left.attempt == right.attempt && left.notBefore == right.notBefore
+    }
+
+    /// True for `revoke` content (never coalesced: the last message of its subscription).
     public var isRevoke: Bool {
         if case .revoke = content { return true }
         return false

@@ -1,25 +1,32 @@
-/// Notifications waiting for a retry (SPEC §8), per subscription (``RetryKey``), in order.
+/// Every notification on its way to a provider, per subscription (``RetryKey``), in order (SPEC §8): the one
+/// place that orders sends, retries and revokes.
 ///
 /// - Per subscription: FIFO, at most one notification in flight (``due(now:limit:)`` hands out the head and
 ///   marks it; ``completed(_:)`` or ``failed(_:now:retryAfter:quotaExceeded:policy:random:)`` resolves it).
-/// - Coalescing on ``enqueue(_:)`` into the LAST entry when it is not in flight: noData after noData and value
-///   after value keep the latest; childEvent after childEvent merges (``ChildChanges/merged(with:)``) and
-///   disappears when the changes cancel out. The merged entry keeps the earliest `firstFailureAt` and the
-///   replaced entry's `attempt`/`notBefore` (so a backing-off head keeps its schedule).
-/// - A `revoke` is never coalesced and drops every entry queued before it (except one already in flight,
-///   which is dropped if it fails); entries enqueued after it are kept (a new subscription).
-/// - After a failure the head is coalesced with the entries behind it the same way (or replaced by a revoke).
+///   Notifications of different subscriptions go out independently.
+/// - A `revoke` is queued like any notification, after what its subscription already has: those go first
+///   (delivered, or discarded at their deadline), and the revoke is the subscription's last message.
+///   ``removeAll(forSubscription:)`` drops a line instead (a dead token: nothing can reach it).
+/// - Coalescing, only while the subscription is backing off (its head has failed): a new notification is
+///   merged into the LAST entry when that one is not in flight: noData after noData and value after value
+///   keep the latest; childEvent after childEvent merges (``ChildChanges/merged(with:)``) and disappears
+///   when the changes cancel out. The merged entry keeps the earliest `firstFailureAt` and the replaced
+///   entry's `attempt`/`notBefore` (so a backing-off head keeps its schedule). Revokes are never merged.
+/// - After a failure the head is coalesced with the entries behind it the same way.
 /// - After a success the next entry uses its own schedule (normally due at once).
 /// - Project-wide pauses by scope (``pause(scope:until:)``): a subscription whose head is in a paused scope is
 ///   not due before the pause ends.
 /// - Deadline: when the head's next attempt would land after `firstFailureAt + deadline`, every pending entry
-///   of the subscription is discarded (counted); the subscription itself is not touched.
+///   of the subscription is discarded (returned, so that the caller can settle what waits for them); the
+///   subscription itself is not touched.
+/// - Holds (``PendingNotification/holds``) of entries that leave the queue without being handed out
+///   (merged away, cancelled, removed) are collected for the caller: ``takeReleasedHolds()``.
 ///
 /// Cost: O(log n) per operation (a min-heap of wake-up times with lazy invalidation, compacted when stale items
 /// pile up); a subscription's own line is an array, short because of coalescing.
 ///
 /// Not thread-safe: the owner serialises access.
-public final class RetryQueue {
+public final class DeliveryQueue {
     public enum EnqueueOutcome: Sendable, Equatable {
         /// Appended at the end of its subscription's line.
         case queued
@@ -27,16 +34,13 @@ public final class RetryQueue {
         case coalesced
         /// Its childEvent changes cancelled those of the last pending entry: both are gone.
         case cancelled
-        /// A revoke: queued after dropping `dropped` pending entries of the subscription.
-        case revoked(dropped: Int)
     }
 
     public enum FailureOutcome: Sendable, Equatable {
-        /// The failed notification (possibly merged with later ones, or replaced by a later revoke) is retried
-        /// at this time (pauses included).
+        /// The failed notification (possibly merged with later ones) is retried at this time (pauses included).
         case scheduled(at: Double)
-        /// The deadline is over: the subscription's `count` pending notifications were discarded.
-        case discarded(count: Int)
+        /// The deadline is over: the subscription's pending notifications were discarded (these).
+        case discarded([PendingNotification])
         /// Nothing to retry: the notification was removed meanwhile (``removeAll(forSubscription:)``), cancelled
         /// by later changes, or nothing was in flight for this key.
         case superseded
@@ -51,12 +55,16 @@ public final class RetryQueue {
         var headRemoved = false
         /// Identifies the line's valid heap item (older items are stale).
         var ticket: UInt64 = 0
+
+        /// The subscription is backing off: its head has failed at least once.
+        var isBackingOff: Bool { (entries.first?.attempt ?? 0) > 0 }
     }
 
     private var lines: [RetryKey: Line] = [:]
     private var heap = WakeUpHeap()
     private var pauses: [ExactString: Double] = [:]
     private var nextTicket: UInt64 = 0
+    private var released: [UInt64] = []
 
     /// Pending notifications, in flight included.
     public private(set) var count = 0
@@ -70,11 +78,17 @@ public final class RetryQueue {
 
     public var isEmpty: Bool { lines.isEmpty }
 
-    /// True when `key` has pending notifications (new ones must then be enqueued, not sent, to keep order).
+    /// Every subscription with pending notifications.
+    public var keys: [RetryKey] { Array(lines.keys) }
+
+    /// True when `key` has pending notifications.
     public func hasPending(for key: RetryKey) -> Bool { lines[key] != nil }
 
     /// True when `key`'s head is in flight.
     public func isInFlight(_ key: RetryKey) -> Bool { lines[key]?.inFlight ?? false }
+
+    /// True when `key`'s head has failed at least once (its line is then kept in the state topic).
+    public func isBackingOff(_ key: RetryKey) -> Bool { lines[key]?.isBackingOff ?? false }
 
     /// The pending notifications of `key`, head first.
     public func pending(for key: RetryKey) -> [PendingNotification] { lines[key]?.entries ?? [] }
@@ -82,9 +96,29 @@ public final class RetryQueue {
     /// The end of the pause of `scope`, if one was set (it may be over).
     public func pausedUntil(scope: String) -> Double? { pauses[ExactString(scope)] }
 
+    /// The holds of entries that left the queue without being handed out since the last call.
+    public func takeReleasedHolds() -> [UInt64] {
+        defer { released = [] }
+        return released
+    }
+
+    /// Takes the holds of every entry of `key`'s line (its line was stored: nothing needs to wait for it
+    /// any more).
+    public func takeHolds(forSubscription key: RetryKey) -> [UInt64] {
+        guard var line = lines[key] else { return [] }
+        var holds: [UInt64] = []
+        for index in line.entries.indices where !line.entries[index].holds.isEmpty {
+            holds += line.entries[index].holds
+            line.entries[index].holds = []
+        }
+        if !holds.isEmpty { lines[key] = line }
+        return holds
+    }
+
     // MARK: Enqueue
 
-    /// Adds a notification at the end of its subscription's line, coalescing with the last entry when it can.
+    /// Adds a notification at the end of its subscription's line, coalescing with the last entry when the
+    /// subscription is backing off.
     @discardableResult
     public func enqueue(_ notification: PendingNotification) -> EnqueueOutcome {
         let key = notification.key
@@ -94,23 +128,11 @@ public final class RetryQueue {
             schedule(key)
             return .queued
         }
-        if notification.isRevoke {
-            let kept = line.inFlight ? 1 : 0
-            let dropped = line.entries.count - kept
-            var revoke = notification
-            if !line.inFlight, let head = line.entries.first {
-                revoke = Self.inheriting(revoke, scheduleOf: head)
-            }
-            line.entries.removeSubrange(kept...)
-            line.entries.append(revoke)
-            count += 1 - dropped
-            lines[key] = line
-            if !line.inFlight { schedule(key) }
-            return .revoked(dropped: dropped)
-        }
         let lastIndex = line.entries.count - 1
         // The in-flight head is being sent as it is: never coalesce into it.
-        guard lastIndex > 0 || !line.inFlight, let last = line.entries.last else {
+        guard line.isBackingOff, !notification.isRevoke, lastIndex > 0 || !line.inFlight, let last = line.entries.last,
+            !last.isRevoke
+        else {
             line.entries.append(notification)
             count += 1
             lines[key] = line
@@ -125,11 +147,14 @@ public final class RetryQueue {
         case .combined(let content):
             var merged = Self.inheriting(notification, scheduleOf: last)
             merged.content = content
+            merged.holds = last.holds + notification.holds
+            if content != notification.content { merged.payload = nil }
             line.entries[lastIndex] = merged
             lines[key] = line
             if lastIndex == 0 { schedule(key) }  // the head's scope may have changed
             return .coalesced
         case .cancelled:
+            released += last.holds + notification.holds
             line.entries.removeLast()
             count -= 1
             lines[key] = line.entries.isEmpty ? nil : line
@@ -161,11 +186,12 @@ public final class RetryQueue {
         return result
     }
 
-    /// The in-flight head of `key` was delivered (or failed for good): removes it; the next entry, if any, is
-    /// due on its own schedule.
-    public func completed(_ key: RetryKey) {
-        guard var line = lines[key], line.inFlight else { return }
-        line.entries.removeFirst()
+    /// The in-flight head of `key` was delivered (or failed for good): removes and returns it; the next entry,
+    /// if any, is due on its own schedule.
+    @discardableResult
+    public func completed(_ key: RetryKey) -> PendingNotification? {
+        guard var line = lines[key], line.inFlight else { return nil }
+        let head = line.entries.removeFirst()
         line.inFlight = false
         line.headRemoved = false
         count -= 1
@@ -176,6 +202,7 @@ public final class RetryQueue {
             lines[key] = line
             schedule(key)
         }
+        return head
     }
 
     /// The in-flight head of `key` failed with a recoverable error at `now`: schedules its retry by `policy`,
@@ -191,7 +218,7 @@ public final class RetryQueue {
         inFlightCount -= 1
         if line.headRemoved {
             line.headRemoved = false
-            line.entries.removeFirst()
+            released += line.entries.removeFirst().holds
             count -= 1
             if line.entries.isEmpty {
                 lines[key] = nil
@@ -208,10 +235,9 @@ public final class RetryQueue {
                 firstFailureAt: head.firstFailureAt, now: now, attempt: head.attempt, retryAfter: retryAfter,
                 quotaExceeded: quotaExceeded, random: &random)
         else {
-            let discarded = line.entries.count
-            count -= discarded
+            count -= line.entries.count
             lines[key] = nil
-            return .discarded(count: discarded)
+            return .discarded(line.entries)
         }
         head.notBefore = at
         line.entries[0] = head
@@ -220,22 +246,20 @@ public final class RetryQueue {
         merging: while line.entries.count >= 2 {
             let first = line.entries[0]
             let next = line.entries[1]
-            if next.isRevoke {
-                line.entries.removeFirst()
-                line.entries[0] = Self.inheriting(next, scheduleOf: first)
-                count -= 1
-                continue
-            }
+            if next.isRevoke { break merging }
             switch first.content.coalescing(with: next.content) {
             case .keepBoth:
                 break merging
             case .combined(let content):
                 var merged = Self.inheriting(next, scheduleOf: first)
                 merged.content = content
+                merged.holds = first.holds + next.holds
+                if content != next.content { merged.payload = nil }
                 line.entries.removeFirst()
                 line.entries[0] = merged
                 count -= 1
             case .cancelled:
+                released += first.holds + next.holds
                 line.entries.removeFirst(2)
                 count -= 2
                 superseded = true
@@ -282,30 +306,30 @@ public final class RetryQueue {
 
     // MARK: Removal
 
-    /// Removes the pending notifications of `key` (the subscription was deleted or revoked); returns how many
-    /// were removed. One in flight stays until resolved (it may still be delivered) and is not counted; it is
+    /// Removes the pending notifications of `key` (its token is dead, or its app moved to another replica);
+    /// returns them. One in flight stays until resolved (it may still be delivered) and is not returned; it is
     /// not retried if it fails (its `failed` returns `.superseded`).
     @discardableResult
-    public func removeAll(forSubscription key: RetryKey) -> Int {
-        guard var line = lines[key] else { return 0 }
+    public func removeAll(forSubscription key: RetryKey) -> [PendingNotification] {
+        guard var line = lines[key] else { return [] }
         guard line.inFlight else {
             lines[key] = nil
             count -= line.entries.count
-            return line.entries.count
+            return line.entries
         }
-        let removed = line.entries.count - 1
+        let removed = Array(line.entries[1...])
         line.entries.removeSubrange(1...)
         line.headRemoved = true
-        count -= removed
+        count -= removed.count
         lines[key] = line
         return removed
     }
 
-    /// Removes the pending notifications of every subscription matching `predicate` (e.g. all of an app whose
-    /// namespace was deleted); returns how many. O(subscriptions).
+    /// Removes the pending notifications of every subscription matching `predicate`; returns them.
+    /// O(subscriptions with pending notifications).
     @discardableResult
-    public func removeAll(where predicate: (RetryKey) -> Bool) -> Int {
-        var removed = 0
+    public func removeAll(where predicate: (RetryKey) -> Bool) -> [PendingNotification] {
+        var removed: [PendingNotification] = []
         for key in lines.keys where predicate(key) { removed += removeAll(forSubscription: key) }
         return removed
     }

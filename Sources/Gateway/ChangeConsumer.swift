@@ -1,0 +1,192 @@
+import Foundation
+import KafkaClient
+import Logging
+import ServiceLifecycle
+import Synchronization
+
+/// The consumer-group member for the change topic: which partitions this replica owns, and the thread that
+/// consumes them (``EventProcessor``).
+///
+/// - Assigned a partition: its fetching is paused, its state is loaded (or its standby copy promoted) by the
+///   ``StateStore``, what the previous owner left to deliver is adopted, and only then is it resumed: no
+///   event is matched against a partial state.
+/// - Revoked: the partition stops being served at once, its records in flight get a bounded time to finish
+///   (so their offsets are committed), its writes in flight are acknowledged, and its state is dropped or kept
+///   as a standby copy.
+/// Ownership (owned and loaded partitions) is published to the other replicas through ``Membership``.
+final class ChangeConsumer: Service, Sendable {
+    private let consumer: KafkaConsumer
+    private let topic: String
+    private let store: StateStore
+    private let processor: EventProcessor
+    private let delivery: DeliveryService
+    private let tickets: EventTickets
+    private let ledger: OffsetLedger
+    private let membership: Membership
+    private let health: Health
+    private let sweeper: RevocationSweeper
+    private let drainTimeout: Duration
+    private let logger: Logger
+
+    private struct Ownership {
+        var owned: Set<Int32> = []
+        var ready: Set<Int32> = []
+        /// Loads requested by the rebalance callback, run by `run()`'s task group.
+        var loads: AsyncStream<Int32>.Continuation?
+    }
+
+    private let ownership = Mutex(Ownership())
+    private let stopping = Atomic<Bool>(false)
+
+    init(
+        consumer: KafkaConsumer, topic: String, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
+        tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
+        drainTimeout: Duration, logger: Logger
+    ) {
+        self.sweeper = sweeper
+        self.consumer = consumer
+        self.topic = topic
+        self.store = store
+        self.processor = processor
+        self.delivery = delivery
+        self.tickets = tickets
+        self.ledger = ledger
+        self.membership = membership
+        self.health = health
+        self.drainTimeout = drainTimeout
+        self.logger = logger
+    }
+
+    var owned: Set<Int32> { ownership.withLock { $0.owned } }
+    var ready: Set<Int32> { ownership.withLock { $0.ready } }
+
+    // MARK: Rebalances (on the polling thread)
+
+    private func rebalanced(_ event: RebalanceEvent) {
+        switch event {
+        case .assigned(let topicPartitions):
+            let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
+            consumer.pause(topicPartitions)
+            ledger.assigned(partitions)
+            let (owned, ready, loads) = ownership.withLock { ownership in
+                ownership.owned.formUnion(partitions)
+                return (ownership.owned, ownership.ready, ownership.loads)
+            }
+            health.assigned(owned: owned, ready: ready)
+            membership.update(owned: owned, ready: ready)
+            for partition in partitions { loads?.yield(partition) }
+        case .revoked(let topicPartitions, let lost):
+            let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
+            let gone = Set(partitions)
+            // Stop serving first: API calls for these apps now go to the new owner.
+            for partition in partitions where store.partition(partition)?.role == .owner {
+                store.partition(partition)?.setRole(.releasing)
+            }
+            let (owned, ready) = ownership.withLock { ownership in
+                ownership.owned.subtract(gone)
+                ownership.ready.subtract(gone)
+                return (ownership.owned, ownership.ready)
+            }
+            health.assigned(owned: owned, ready: ready)
+            membership.update(owned: owned, ready: ready)
+            if !lost { drain(partitions) }
+            delivery.release(partitions: gone)
+            let abandoned = tickets.abandon(partitions: gone)
+            ledger.revoked(partitions, abandoned: abandoned)
+            for partition in partitions {
+                if let state = store.partition(partition), !state.waitForWrites(timeout: .seconds(10)) {
+                    logger.warning("state writes still in flight for a revoked partition", metadata: ["kafka.partition": "\(partition)"])
+                }
+                store.release(partition, keepAsStandby: membership.keepsStandby(of: partition))
+            }
+        }
+    }
+
+    /// Waits (bounded) until the partitions' records in flight are finished, so their offsets are stored
+    /// before the partitions go to another member.
+    private func drain(_ partitions: [Int32]) {
+        let deadline = ContinuousClock.now + drainTimeout
+        while ContinuousClock.now < deadline {
+            if !partitions.contains(where: { ledger.inFlight($0) > 0 }) { return }
+            Thread.sleep(forTimeInterval: 0.01)
+        }
+        logger.warning("revoked partitions still had records in flight", metadata: ["kafka.partitions": "\(partitions)"])
+    }
+
+    // MARK: Loading
+
+    private func load(_ partition: Int32) async {
+        guard let state = await store.load(partition), ownership.withLock({ $0.owned.contains(partition) }) else { return }
+        let (retries, revoked) = state.promote()
+        delivery.adopt(retries: retries, revoked: revoked)
+        // Settings-driven revocations are checked again for the apps taken over (before their events resume).
+        sweeper.poke()
+        let (owned, ready) = ownership.withLock { ownership -> (Set<Int32>, Set<Int32>) in
+            if ownership.owned.contains(partition) { ownership.ready.insert(partition) }
+            return (ownership.owned, ownership.ready)
+        }
+        guard ready.contains(partition) else { return }
+        health.assigned(owned: owned, ready: ready)
+        membership.update(owned: owned, ready: ready)
+        consumer.resume([TopicPartition(topic: topic, partition: partition)])
+        logger.info("consuming partition", metadata: ["kafka.topic": "\(topic)", "kafka.partition": "\(partition)"])
+    }
+
+    // MARK: Service
+
+    func run() async throws {
+        _ = await store.waitForPartitionCount()
+        let (loads, loadRequests) = AsyncStream<Int32>.makeStream()
+        ownership.withLock { $0.loads = loadRequests }
+        try consumer.subscribe(topics: [topic]) { [weak self] event in self?.rebalanced(event) }
+        logger.info("joining the consumer group", metadata: ["kafka.topic": "\(topic)"])
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                group.addTask {
+                    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                        let thread = Thread { [self] in
+                            pollLoop()
+                            continuation.resume()
+                        }
+                        thread.name = "kafka-consumer-poll"
+                        thread.start()
+                    }
+                    loadRequests.finish()
+                }
+                for await partition in loads {
+                    group.addTask { await self.load(partition) }
+                }
+            }
+        } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .relaxed)
+        }
+        // Polling stopped: give the records in flight a bounded time to finish, then leave the group (final
+        // commit of the stored offsets).
+        let deadline = ContinuousClock.now + drainTimeout
+        while ledger.totalInFlight > 0, ContinuousClock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        if ledger.totalInFlight > 0 {
+            logger.warning("records still in flight at shutdown stay uncommitted (replayed)", metadata: ["records": "\(ledger.totalInFlight)"])
+        }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread { [consumer] in
+                consumer.close()
+                continuation.resume()
+            }
+            thread.name = "kafka-consumer-close"
+            thread.start()
+        }
+        logger.info("consumer closed, offsets committed")
+    }
+
+    private func pollLoop() {
+        while !stopping.load(ordering: .relaxed) {
+            switch consumer.poll(timeoutMs: 100) {
+            case .none: continue
+            case .error(let error): logger.warning("consumer error", metadata: ["error": "\(error)"])
+            case .record(let record): processor.handle(record)
+            }
+        }
+    }
+}

@@ -1,0 +1,10 @@
+import PushCore
+
+/// Where notifications go to be delivered (``DeliveryService``). The change-event path feeds it today; a
+/// delivery topic partitioned by device (fan-out split from matching) can feed it the same way later.
+protocol DeliveryInput: Sendable {
+    /// Queues notifications, each behind what its subscription already has (a revoke is queued like any
+    /// other). Non-blocking: called under a partition's lock, in the order the decisions were made there.
+    /// Each entry's `holds` are released (``EventTickets``) once it is delivered, stored for retry, or dropped.
+    func enqueue(_ notifications: [PendingNotification])
+}

@@ -1,0 +1,311 @@
+import Foundation
+import Logging
+import PushCore
+import ServiceLifecycle
+import Synchronization
+
+/// The one delivery path (SPEC §8): every notification, retry and revoke of this replica's subscriptions goes
+/// through one ``DeliveryQueue``, so each subscription's messages leave in the order they were decided, its
+/// retries keep their place, and its revoke is its last message.
+///
+/// - Sending: at most one notification in flight per subscription, at most `maxInFlight` overall; payloads
+///   are built at send time (v1 ones once per node, when queued).
+/// - Failures: a recoverable error (or one that is our fault: bad credentials or request, which never revoke
+///   anyone) keeps the notification at the head of its subscription's line and retries it with backoff
+///   (``RetryPolicy``: from 1 s, honouring `Retry-After`, at least 60 s after `QUOTA_EXCEEDED`, which pauses
+///   the whole app, for 2 hours, then the line is discarded and counted). A dead token deletes the
+///   subscription and drops its line (nothing can reach it).
+/// - Durability: a line whose head has failed is written to the state topic (a `retry` record of the whole
+///   line, in the app's partition) and rewritten as it changes; what waits for its notifications (the change
+///   event's offset) is released once it is stored. A replica that takes the partition over adopts the lines.
+/// - Revocations: a revoke is queued like any notification; once it is delivered (or discarded), the
+///   subscription's tombstone is written (``PartitionState/finalizeRevocation(_:)``).
+///
+/// The retry loop sleeps until the next due notification or the next enqueue; it never polls.
+final class DeliveryService: Service, DeliveryInput, Sendable {
+    private struct Core {
+        var queue = DeliveryQueue()
+        /// Lines that have a `retry` record in the state topic (an empty line then needs a tombstone).
+        var stored: Set<RetryKey> = []
+        /// Lines whose record must be (re)written.
+        var dirty: Set<RetryKey> = []
+        /// Holds taken from lines whose write failed: released by the next successful write of the line.
+        var unreleased: [RetryKey: [UInt64]] = [:]
+        var stopping = false
+    }
+
+    private let core = Mutex(Core())
+    private let wake = WakeSignal()
+    private let profiles: AppProfiles
+    private let store: StateStore
+    private let tickets: EventTickets
+    private let payloads: PayloadBuilder
+    private let metrics: GatewayMetrics
+    private let logger: Logger
+    private let policy: RetryPolicy
+    private let maxInFlight: Int
+    private let clock: @Sendable () -> Double
+
+    init(
+        profiles: AppProfiles, store: StateStore, tickets: EventTickets, payloads: PayloadBuilder, metrics: GatewayMetrics,
+        logger: Logger, maxInFlight: Int = 2000, policy: RetryPolicy = .standard,
+        clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
+    ) {
+        self.profiles = profiles
+        self.store = store
+        self.tickets = tickets
+        self.payloads = payloads
+        self.metrics = metrics
+        self.logger = logger
+        self.maxInFlight = maxInFlight
+        self.policy = policy
+        self.clock = clock
+    }
+
+    // MARK: DeliveryInput
+
+    func enqueue(_ notifications: [PendingNotification]) {
+        guard !notifications.isEmpty else { return }
+        let now = clock()
+        let released = core.withLock { core -> [UInt64] in
+            for notification in notifications {
+                let key = notification.key
+                let stored = core.queue.isBackingOff(key) || core.stored.contains(key)
+                    || (core.queue.pausedUntil(scope: notification.scope) ?? 0) > now
+                core.queue.enqueue(notification)
+                // Behind a backing-off (or paused) line: stored with it, so that the event need not wait.
+                if stored { core.dirty.insert(key) }
+            }
+            return core.queue.takeReleasedHolds()
+        }
+        tickets.release(released)
+        wake.signal()
+    }
+
+    // MARK: Ownership changes
+
+    /// Takes over what a previous owner left in a partition: its pending retries (stored lines), then the
+    /// revokes it had not delivered.
+    func adopt(retries: [[PendingNotification]], revoked: [RevokedSubscription]) {
+        guard !retries.isEmpty || !revoked.isEmpty else { return }
+        let now = clock()
+        core.withLock { core in
+            var revokeQueued: Set<RetryKey> = []
+            for line in retries {
+                for entry in line { core.queue.enqueue(entry) }
+                if let key = line.first?.key {
+                    core.stored.insert(key)
+                    if line.contains(where: \.isRevoke) { revokeQueued.insert(key) }
+                }
+            }
+            for revocation in revoked {
+                let subscription = revocation.subscription
+                let key = RetryKey(app: revocation.app, path: subscription.path, subscriber: subscription.subscriber)
+                guard !revokeQueued.contains(key) else { continue }  // already in its stored line
+                core.queue.enqueue(
+                    PendingNotification(
+                        app: revocation.app, path: subscription.path, subscriber: subscription.subscriber,
+                        format: subscription.settings.format, content: .revoke(revocation.reason), scope: revocation.app,
+                        firstFailureAt: now))
+            }
+        }
+        logger.info("pending deliveries taken over", metadata: ["retries": "\(retries.count)", "revokes": "\(revoked.count)"])
+        updateGauges()
+        wake.signal()
+    }
+
+    /// Drops the lines of apps in `partitions` (given up: the new owner adopts their stored lines and consumes
+    /// their events again). A send in flight finishes, its outcome ignored.
+    func release(partitions: Set<Int32>) {
+        core.withLock { core in
+            let inPartitions: (RetryKey) -> Bool = { partitions.contains(self.store.partitionIndex(ofApp: $0.app)) }
+            core.queue.removeAll(where: inPartitions)
+            _ = core.queue.takeReleasedHolds()
+            core.stored = core.stored.filter { !inPartitions($0) }
+            core.dirty = core.dirty.filter { !inPartitions($0) }
+            core.unreleased = core.unreleased.filter { !inPartitions($0.key) }
+        }
+        updateGauges()
+    }
+
+    // MARK: Service
+
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                while true {
+                    let now = clock()
+                    let (due, stopping, next) = core.withLock { core -> ([PendingNotification], Bool, Double?) in
+                        let free = maxInFlight - core.queue.inFlightCount
+                        let due = !core.stopping && free > 0 ? core.queue.due(now: now, limit: free) : []
+                        return (due, core.stopping, core.queue.nextWakeUp)
+                    }
+                    for entry in due { group.addTask { await self.deliver(entry) } }
+                    flush()
+                    if stopping { break }
+                    if due.isEmpty {
+                        let timeout = next.map { Duration.milliseconds(Int64(max(1, min(($0 - now) * 1000, 60_000)))) }
+                        await wake.wait(timeout: timeout ?? .seconds(60))
+                    }
+                }
+            }
+            // Sends in flight have finished: store what changed.
+            flush()
+        } onGracefulShutdown: {
+            self.core.withLock { $0.stopping = true }
+            self.wake.signal()
+        }
+    }
+
+    // MARK: Sending
+
+    private func deliver(_ entry: PendingNotification) async {
+        let key = entry.key
+        guard let profile = profiles.profile(entry.app), let sender = profile.sender(for: entry.subscriber.kind) else {
+            // Settings or provider gone: our side. Retried later (within the 2-hour limit), nobody revoked.
+            return failed(key, entry, DeliveryFailure(reason: "no_provider", kind: .ourFault), provider: "none")
+        }
+        // A retry of data for a subscription the user deleted meanwhile is dropped. (A revoked one keeps it:
+        // what was decided before its revocation point is delivered before its revoke.)
+        if entry.attempt > 0, !entry.isRevoke,
+            store.activePartition(ofApp: entry.app)?.withContents({ contents in
+                contents.existingApp(entry.app)?.index.subscription(path: entry.path, subscriber: entry.subscriber) != nil
+                    || contents.revoked[key] != nil
+            }) == false
+        {
+            metrics.retryOutcome("dropped_unsubscribed")
+            return completed(key)
+        }
+        guard
+            let payload = entry.payload
+                ?? payloads.payload(
+                    profile: profile, path: entry.path, subscriber: entry.subscriber, format: entry.format, content: entry.content)
+        else {
+            return completed(key)  // cannot be built (over 4093 bytes even without data): counted, dropped
+        }
+        switch await sender.send(token: entry.subscriber.token, payload: payload) {
+        case .sent, .queued:
+            metrics.notificationSent(provider: sender.provider)
+            if entry.attempt > 0 { metrics.retryOutcome("delivered") }
+            if let time = entry.eventTime, entry.attempt == 0 { metrics.latency.record(max(0, clock() - time)) }
+            completed(key)
+        case .failed(let failure):
+            metrics.notificationFailed(provider: sender.provider, reason: failure.reason)
+            if failure.kind == .tokenDead {
+                tokenDead(key, reason: failure.reason)
+            } else {
+                failed(key, entry, failure, provider: sender.provider)
+            }
+        }
+    }
+
+    private func completed(_ key: RetryKey) {
+        let (done, released) = core.withLock { core -> (PendingNotification?, [UInt64]) in
+            let done = core.queue.completed(key)
+            if core.stored.contains(key) { core.dirty.insert(key) }
+            return (done, core.queue.takeReleasedHolds())
+        }
+        tickets.release(released + (done?.holds ?? []))
+        if let done, done.isRevoke { store.activePartition(ofApp: key.app)?.finalizeRevocation(key) }
+        updateGauges()
+        wake.signal()
+    }
+
+    private func failed(_ key: RetryKey, _ entry: PendingNotification, _ failure: DeliveryFailure, provider: String) {
+        if failure.kind == .ourFault {
+            logger.error(
+                "the provider refused our request or credentials: nobody is revoked, the notification is retried",
+                metadata: ["app": "\(entry.app)", "provider": "\(provider)", "reason": "\(failure.reason)"])
+        }
+        let now = clock()
+        let (outcome, released) = core.withLock { core -> (DeliveryQueue.FailureOutcome, [UInt64]) in
+            var random = SystemRandomNumberGenerator()
+            let outcome = core.queue.failed(
+                key, now: now, retryAfter: failure.retryAfter, quotaExceeded: false, policy: policy, random: &random)
+            if failure.projectQuota, case .scheduled(let at) = outcome { core.queue.pause(scope: entry.scope, until: at) }
+            if case .scheduled = outcome {
+                core.dirty.insert(key)
+            } else if core.stored.contains(key) {
+                core.dirty.insert(key)
+            }
+            return (outcome, core.queue.takeReleasedHolds())
+        }
+        tickets.release(released)
+        switch outcome {
+        case .scheduled:
+            metrics.retryScheduled(reason: failure.reason)
+        case .discarded(let entries):
+            metrics.retryOutcome("discarded", count: entries.count)
+            logger.warning(
+                "notifications discarded after 2 hours of retries; the subscription stays",
+                metadata: ["app": "\(entry.app)", "sp": "\(entry.path)", "count": "\(entries.count)"])
+            tickets.release(entries.flatMap(\.holds))
+            if entries.contains(where: \.isRevoke) { store.activePartition(ofApp: key.app)?.finalizeRevocation(key) }
+        case .superseded:
+            break
+        }
+        updateGauges()
+        wake.signal()
+    }
+
+    /// The provider says the token is dead: the subscription is deleted and its line dropped.
+    private func tokenDead(_ key: RetryKey, reason: String) {
+        let dropped = core.withLock { core -> [PendingNotification] in
+            var dropped = core.queue.completed(key).map { [$0] } ?? []
+            dropped += core.queue.removeAll(forSubscription: key)
+            if core.stored.contains(key) { core.dirty.insert(key) }
+            return dropped
+        }
+        tickets.release(dropped.flatMap(\.holds))
+        metrics.revoked(reason: "token_dead")
+        logger.info(
+            "subscription deleted: the provider says the push token is dead",
+            metadata: ["app": "\(key.app)", "sp": "\(key.path)", "reason": "\(reason)", "pending.dropped": "\(dropped.count - 1)"])
+        store.activePartition(ofApp: key.app)?.deleteDeadToken(key)
+        updateGauges()
+        wake.signal()
+    }
+
+    // MARK: Storing lines
+
+    /// Writes the record of every line that changed: its current entries, or a tombstone once it is empty.
+    private func flush() {
+        let batch = core.withLock { core -> [(RetryKey, [PendingNotification], [UInt64])] in
+            guard !core.dirty.isEmpty else { return [] }
+            defer { core.dirty = [] }
+            return core.dirty.map { key in
+                let holds = core.queue.takeHolds(forSubscription: key) + (core.unreleased.removeValue(forKey: key) ?? [])
+                return (key, core.queue.pending(for: key), holds)
+            }
+        }
+        guard !batch.isEmpty else { return }
+        var byPartition: [Int32: [(RetryKey, [PendingNotification], [UInt64])]] = [:]
+        for item in batch { byPartition[store.partitionIndex(ofApp: item.0.app), default: []].append(item) }
+        for (index, items) in byPartition {
+            guard let partition = store.partition(index), partition.role.isActive else { continue }
+            for (key, entries, holds) in items {
+                partition.checkpoint([.retry(RetryRecord(key: key, entries: entries))]) { [self] stored in
+                    if stored {
+                        core.withLock { core in
+                            if entries.isEmpty { core.stored.remove(key) } else { core.stored.insert(key) }
+                        }
+                        tickets.release(holds)
+                    } else {
+                        core.withLock { core in
+                            core.unreleased[key, default: []] += holds
+                            core.dirty.insert(key)
+                        }
+                        logger.error("pending retries not stored yet; retrying", metadata: ["app": "\(key.app)"])
+                        wake.signal()
+                    }
+                }
+            }
+        }
+    }
+
+    private func updateGauges() {
+        let (queued, inFlight) = core.withLock { ($0.queue.count, $0.queue.inFlightCount) }
+        metrics.retryBacklog.set(Double(queued))
+        metrics.retryInFlight.set(Double(inFlight))
+    }
+}

@@ -1,0 +1,115 @@
+import Dispatch
+import EventDecoding
+import Foundation
+import KafkaClient
+import Logging
+import PushCore
+import Synchronization
+
+/// What happens to one change record, on the consumer's thread and in log order: decoded (or dead-lettered
+/// with the reason), matched in its partition (``PartitionState/process(_:profile:now:eventTime:ticket:tickets:delivery:payloads:)``),
+/// its notifications queued for delivery. The record's offset moves once its ticket is released by every
+/// part of its work (``EventTickets``).
+final class EventProcessor: Sendable {
+    private let store: StateStore
+    private let profiles: AppProfiles
+    private let delivery: any DeliveryInput
+    private let tickets: EventTickets
+    private let ledger: OffsetLedger
+    private let payloads: PayloadBuilder
+    private let sink: any RecordSink
+    private let deadLetterTopic: String
+    private let metrics: GatewayMetrics
+    private let logger: Logger
+    private let partitionWarned = Atomic<Bool>(false)
+
+    init(
+        store: StateStore, profiles: AppProfiles, delivery: any DeliveryInput, tickets: EventTickets, ledger: OffsetLedger,
+        payloads: PayloadBuilder, sink: any RecordSink, deadLetterTopic: String, metrics: GatewayMetrics, logger: Logger
+    ) {
+        self.store = store
+        self.profiles = profiles
+        self.delivery = delivery
+        self.tickets = tickets
+        self.ledger = ledger
+        self.payloads = payloads
+        self.sink = sink
+        self.deadLetterTopic = deadLetterTopic
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    /// Handles one record. Blocks while too many records are unfinished.
+    func handle(_ record: KafkaRecord) {
+        ledger.waitForCapacity()
+        ledger.start(partition: record.partition, offset: record.offset)
+        let ticket = tickets.open(partition: record.partition, offset: record.offset)
+        defer { tickets.release(ticket) }
+        let event: ChangeEvent
+        do {
+            event = try EventDecoder.decode(
+                value: record.value, contentType: record.header(EventDecoder.contentTypeHeader), key: record.key)
+        } catch {
+            tickets.retain(ticket)
+            return deadLetter(record, reason: error.reason, ticket: ticket)
+        }
+        if record.partition != store.partitionIndex(ofApp: event.app), !partitionWarned.exchange(true, ordering: .relaxed) {
+            logger.error(
+                "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
+                metadata: ["app": "\(event.app)", "kafka.partition": "\(record.partition)"])
+        }
+        guard let profile = profiles.profile(event.app) else {
+            metrics.eventsSkipped.increment()
+            return
+        }
+        guard let partition = store.partition(record.partition), partition.role == .owner else {
+            // Given up while the record was in flight: the new owner consumes it again.
+            tickets.retain(ticket)
+            return
+        }
+        let timestamp = event.timestampMs > 0 ? event.timestampMs : (record.timestampMs ?? 0)
+        let now = Date().timeIntervalSince1970
+        let outcome = partition.process(
+            event, offset: record.offset, profile: profile, now: Int64(now), eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, ticket: ticket,
+            tickets: tickets, delivery: delivery, payloads: payloads)
+        metrics.eventsConsumed.increment()
+        if outcome.notifications > 0 { metrics.eventsMatched.increment() }
+        if outcome.revoked > 0 {
+            metrics.revoked(reason: event.operation == .namespaceDeleted ? "namespace_does_not_exist" : "too_big", count: outcome.revoked)
+        }
+    }
+
+    private func deadLetter(_ record: KafkaRecord, reason: String, ticket: UInt64) {
+        metrics.deadLetter(category: reason.hasPrefix("undecodable") ? "undecodable" : "invalid")
+        metrics.eventsDeadLettered.increment()
+        logger.warning(
+            "record dead-lettered",
+            metadata: ["kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)", "reason": "\(reason)"])
+        var headers = record.headers
+        headers.append(KafkaHeader(name: "x-dlq-reason", string: reason))
+        headers.append(KafkaHeader(name: "x-dlq-source-topic", string: record.topic))
+        headers.append(KafkaHeader(name: "x-dlq-source-partition", string: String(record.partition)))
+        headers.append(KafkaHeader(name: "x-dlq-source-offset", string: String(record.offset)))
+        writeDeadLetter(
+            KafkaRecord(topic: deadLetterTopic, key: record.key, value: record.value, headers: headers), ticket: ticket, delay: 1)
+    }
+
+    /// The record's offset is finished only once its copy is acknowledged; until then the write is retried
+    /// with backoff (the partition's commits wait, nothing is lost).
+    private func writeDeadLetter(_ copy: KafkaRecord, ticket: UInt64, delay: Double) {
+        let retry: @Sendable (KafkaError) -> Void = { [self] error in
+            logger.error("dead-letter write failed; retrying", metadata: ["error": "\(error)", "retry.in.seconds": "\(delay)"])
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                self.writeDeadLetter(copy, ticket: ticket, delay: min(delay * 2, 30))
+            }
+        }
+        if let error = sink.produce(copy, completion: { [tickets] result in
+            switch result {
+            case .success: tickets.release(ticket)
+            case .failure(let error): retry(error)
+            }
+        }) {
+            retry(error)
+        }
+    }
+}

@@ -1,0 +1,35 @@
+import Synchronization
+
+/// What `/readyz` reports: ready once the consumer group has given this replica its partitions (possibly
+/// none, when the group has more members than partitions) and every one of them is loaded.
+public final class Health: Sendable {
+    private struct State {
+        var assignedOnce = false
+        var owned: Set<Int32> = []
+        var ready: Set<Int32> = []
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    func assigned(owned: Set<Int32>, ready: Set<Int32>) {
+        state.withLock { state in
+            state.assignedOnce = true
+            state.owned = owned
+            state.ready = ready
+        }
+    }
+
+    /// Change partitions owned here, and the loaded ones among them.
+    var partitions: (owned: Set<Int32>, ready: Set<Int32>) { state.withLock { ($0.owned, $0.ready) } }
+
+    public var notReadyReason: String? {
+        state.withLock { state in
+            guard state.assignedOnce else { return "waiting for the consumer group to assign partitions" }
+            let loading = state.owned.subtracting(state.ready)
+            guard loading.isEmpty else { return "loading partitions \(loading.sorted()) of the state topic" }
+            return nil
+        }
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import KafkaClient
+import Synchronization
+
+/// A log in memory that behaves like the topics the gateway uses, for unit tests: records are appended per
+/// (topic, partition) with offsets, acknowledged asynchronously (or held back, to test what waits for an
+/// acknowledgement), and read by ``Reader``s with assigned partitions. No compaction.
+final class InMemoryLog: RecordSink, Sendable {
+    private struct State {
+        var partitions: [String: Int32] = [:]
+        var records: [TopicPartition: [KafkaRecord]] = [:]
+        var holding = false
+        var held: [@Sendable () -> Void] = []
+        var failing = false
+    }
+
+    private let state = Mutex(State())
+    private let acknowledgements = DispatchQueue(label: "in-memory-log-acks")
+
+    init(topics: [String: Int32]) { state.withLock { $0.partitions = topics } }
+
+    /// Acknowledgements are held until ``releaseAcknowledgements()`` (writes stay in flight).
+    func holdAcknowledgements() { state.withLock { $0.holding = true } }
+
+    func releaseAcknowledgements() {
+        let held = state.withLock { state -> [@Sendable () -> Void] in
+            state.holding = false
+            defer { state.held = [] }
+            return state.held
+        }
+        for acknowledge in held { acknowledgements.async(execute: acknowledge) }
+    }
+
+    /// While set, every produce fails (a broker that does not acknowledge).
+    func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
+
+    func records(_ topic: String, partition: Int32) -> [KafkaRecord] {
+        state.withLock { $0.records[TopicPartition(topic: topic, partition: partition)] ?? [] }
+    }
+
+    func produce(
+        _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
+    ) -> KafkaError? {
+        let outcome = state.withLock { state -> (@Sendable () -> Void)? in
+            guard let count = state.partitions[record.topic] else { return nil }
+            if state.failing {
+                let acknowledge: @Sendable () -> Void = { completion(.failure(KafkaError(message: "in-memory log failing"))) }
+                if state.holding { state.held.append(acknowledge) } else { return acknowledge }
+                return { }
+            }
+            let partition = record.partition >= 0 ? record.partition : Int32(abs((record.key ?? []).reduce(0) { $0 &* 31 &+ Int($1) }) % Int(count))
+            let topicPartition = TopicPartition(topic: record.topic, partition: partition)
+            var stored = record
+            stored.partition = partition
+            stored.offset = Int64(state.records[topicPartition]?.count ?? 0)
+            stored.timestampMs = Int64(Date().timeIntervalSince1970 * 1000)
+            state.records[topicPartition, default: []].append(stored)
+            let position = (partition, stored.offset)
+            let acknowledge: @Sendable () -> Void = { completion(.success(position)) }
+            if state.holding {
+                state.held.append(acknowledge)
+                return { }
+            }
+            return acknowledge
+        }
+        guard let outcome else { return KafkaError(message: "unknown topic \(record.topic)") }
+        acknowledgements.async(execute: outcome)
+        return nil
+    }
+
+    /// A reader of assigned partitions of this log.
+    final class Reader: LogReader, Sendable {
+        private let log: InMemoryLog
+        private let positions = Mutex<[TopicPartition: Int64]>([:])
+        private let closed = Atomic<Bool>(false)
+
+        init(log: InMemoryLog) { self.log = log }
+
+        func poll(timeoutMs: Int32) -> KafkaConsumer.PollResult {
+            let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
+            repeat {
+                let next = positions.withLock { positions -> KafkaRecord? in
+                    for (partition, position) in positions.sorted(by: { $0.key.partition < $1.key.partition }) {
+                        let records = log.records(partition.topic, partition: partition.partition)
+                        let start = position < 0 ? 0 : position
+                        if start < records.count {
+                            positions[partition] = start + 1
+                            return records[Int(start)]
+                        }
+                    }
+                    return nil
+                }
+                if let next { return .record(next) }
+                if closed.load(ordering: .relaxed) { return .none }
+                Thread.sleep(forTimeInterval: 0.001)
+            } while Date() < deadline
+            return .none
+        }
+
+        func addAssignment(_ offsets: [TopicPartition: Int64]) throws {
+            positions.withLock { positions in
+                for (partition, offset) in offsets { positions[partition] = offset < 0 ? 0 : offset }
+            }
+        }
+
+        func removeAssignment(_ partitions: [TopicPartition]) throws {
+            positions.withLock { positions in
+                for partition in partitions { positions[partition] = nil }
+            }
+        }
+
+        func assign(_ offsets: [TopicPartition: Int64]) throws { try addAssignment(offsets) }
+
+        func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 {
+            guard let count = log.partitionCount(topic) else { throw KafkaError(message: "unknown topic \(topic)") }
+            return count
+        }
+
+        func close() { closed.store(true, ordering: .relaxed) }
+    }
+
+    func partitionCount(_ topic: String) -> Int32? { state.withLock { $0.partitions[topic] } }
+}

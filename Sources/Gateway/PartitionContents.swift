@@ -1,0 +1,129 @@
+import KafkaClient
+import PushCore
+
+/// What a replica is to one partition.
+enum PartitionRole: Sendable, Equatable {
+    /// Being read from the state topic; its owner consumes the partition's events only once it is loaded.
+    case loading
+    /// Owned and loaded: serves the API and processes the events; its writes apply on acknowledgement.
+    case owner
+    /// A warm copy of a partition owned elsewhere, kept current by tailing the state topic.
+    case standby
+    /// Being given up: no longer serving the API or new events, but finishing the work in flight (its
+    /// writes, its deliveries' outcomes) before the new owner takes over.
+    case releasing
+    /// Given up: nothing is served from it.
+    case released
+
+    /// Work already started may still write here (the owner, or one finishing before a handover).
+    var isActive: Bool { self == .owner || self == .releasing }
+}
+
+/// A subscription revoked on this replica whose tombstone is not written yet: matched by nothing, its revoke
+/// message queued behind what it already had.
+struct RevokedSubscription {
+    var app: String
+    var reason: RevocationReason
+    var subscription: Subscription
+    /// The sequence number of the marker record this replica wrote (0 when read from the log): writes produced
+    /// before it (lower numbers) are stale and must not bring the subscription back when they are applied.
+    var markerSequence: UInt64
+    /// Its tombstone was produced (the revoke was delivered).
+    var tombstoned = false
+}
+
+/// A record produced by the owner and not applied yet (writes apply in produce order).
+struct InFlightWrite {
+    var record: StateRecord
+    /// Set when the broker answered: the offset, or the error.
+    var result: Result<Int64, KafkaError>?
+    /// Called once the record is applied (true) or failed (false), outside the lock.
+    var onSettled: (@Sendable (Bool) -> Void)?
+    /// Not an API write: later decisions about the same subscription do not wait for it.
+    var uncounted = false
+}
+
+/// Everything this replica holds of one partition of the state topic. Guarded by ``PartitionState``'s lock:
+/// the event processing, the API, the revocation sweep and the acknowledgements of the owner's writes all
+/// change it under that lock, so that each decision is made on a state no other one changes meanwhile.
+struct PartitionContents {
+    var role: PartitionRole
+    var apps: [ExactString: AppData] = [:]
+    /// The offset of the last change event matched here: a revocation made now comes after it and before the
+    /// next one (the revocation point, logged with every revocation).
+    var lastEventOffset: Int64 = -1
+
+    // MARK: The owner's writes, applied in produce order
+
+    var nextSequence: UInt64 = 1
+    var nextToApply: UInt64 = 1
+    var inFlight: [UInt64: InFlightWrite] = [:]
+    /// Subscription writes produced and not applied yet, per identity: a new decision about the same
+    /// subscription waits for them (so that two creates of one subscription give 201 and 409, never 201 twice).
+    var pendingWrites: [RetryKey: Int] = [:]
+    var identityWaiters: [RetryKey: [CheckedContinuation<Void, Never>]] = [:]
+    /// Called when no write is in flight any more.
+    var drainWaiters: [@Sendable () -> Void] = []
+
+    /// Revoked subscriptions whose tombstone is not written yet (see ``RevokedSubscription``).
+    var revoked: [RetryKey: RevokedSubscription] = [:]
+
+    // MARK: Read from the log (loading, standby)
+
+    /// The latest shadow checkpoint per node, restored into the index when the partition is promoted (a
+    /// checkpoint may precede its subscription's record in the log).
+    var checkpoints: [ExactString: [DataPath: JSONValue]] = [:]
+    /// The pending retries of the previous owner, adopted on promotion.
+    var followedRetries: [RetryKey: [PendingNotification]] = [:]
+    /// The offset after the last record known to be in the log (read, or acknowledged to this replica).
+    var logEnd: Int64 = 0
+
+    init(role: PartitionRole) { self.role = role }
+
+    /// The app's data, created when missing.
+    mutating func app(_ name: String) -> AppData {
+        let key = ExactString(name)
+        if let app = apps[key] { return app }
+        let app = AppData(name: name)
+        apps[key] = app
+        return app
+    }
+
+    func existingApp(_ name: String) -> AppData? { apps[ExactString(name)] }
+
+    var subscriptionCount: Int { apps.values.reduce(0) { $0 + $1.index.subscriptionCount } }
+
+    // MARK: Applying records
+
+    /// Applies a subscription record (read from the log, or acknowledged to the owner with `sequence`):
+    /// a live record subscribes, a tombstone unsubscribes, a marker revokes. A write older than a revocation
+    /// made here (lower sequence) is ignored.
+    mutating func apply(_ record: SubscriptionRecord, sequence: UInt64?) {
+        let key = record.identity
+        if let sequence, let revoked = revoked[key], revoked.markerSequence > sequence { return }
+        let app = app(record.app)
+        if let reason = record.revoked {
+            app.index.unsubscribe(path: record.subscription.path, subscriber: record.subscription.subscriber)
+            if sequence == nil {
+                revoked[key] = RevokedSubscription(
+                    app: record.app, reason: reason, subscription: record.subscription, markerSequence: 0)
+            }
+            return
+        }
+        revoked[key] = nil
+        record.apply(to: app.index)
+    }
+
+    /// Applies a record read from the state topic at `offset` (loading or standby).
+    mutating func applyFromLog(_ record: StateRecord, offset: Int64) {
+        logEnd = max(logEnd, offset + 1)
+        switch record {
+        case .subscription(let subscription):
+            apply(subscription, sequence: nil)
+        case .shadow(let shadow):
+            checkpoints[ExactString(shadow.app), default: [:]][shadow.path] = shadow.value
+        case .retry(let retry):
+            followedRetries[retry.key] = retry.entries.isEmpty ? nil : retry.entries
+        }
+    }
+}

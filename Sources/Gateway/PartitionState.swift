@@ -1,0 +1,445 @@
+import Foundation
+import GatewayAPI
+import KafkaClient
+import Logging
+import PushCore
+import Synchronization
+
+/// One partition of the state topic as this replica holds it (``PartitionContents``), behind one lock, and
+/// the only way to change it.
+///
+/// - Loading and standby: records read from the log are applied in log order (``applyFromLog(_:)``).
+/// - Owner: every decision (an API write, an event's matching, a revocation) is made under the lock, and the
+///   records it implies are produced under the same lock, so the log holds them in decision order. They
+///   apply to memory when acknowledged, still in that order: an API call answers once its write is durable
+///   and applied, so the next read (through any replica, since all calls for the partition come here) sees
+///   it. Shadows and revocations are the exception: they take effect in memory at once (matching must see
+///   them for the very next event) and their records are checkpoints of that state.
+/// - Revocation: a revoked subscription stops matching at the revocation point (the moment the decision is
+///   made under the lock), its revoke message is queued behind what it already had, and a marker record
+///   makes the pending revoke durable; the tombstone follows once the revoke is delivered
+///   (``finalizeRevocation(_:)``). A write produced before the revocation never brings it back.
+final class PartitionState: Sendable {
+    let partition: Int32
+    private let topic: String
+    private let sink: any RecordSink
+    private let contents: Mutex<PartitionContents>
+    private let logger: Logger
+
+    init(partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, logger: Logger) {
+        self.partition = partition
+        self.topic = topic
+        self.sink = sink
+        self.contents = Mutex(PartitionContents(role: role))
+        self.logger = logger
+    }
+
+    var role: PartitionRole { contents.withLock { $0.role } }
+
+    func setRole(_ role: PartitionRole) { contents.withLock { $0.role = role } }
+
+    /// Runs `body` with exclusive access to the contents (reads, and changes that write nothing).
+    func withContents<Result: Sendable, Failure: Error>(_ body: (inout PartitionContents) throws(Failure) -> Result) throws(Failure) -> Result {
+        try contents.withLock { (contents: inout PartitionContents) throws(Failure) -> Result in try body(&contents) }
+    }
+
+    var logEnd: Int64 { contents.withLock { $0.logEnd } }
+
+    var subscriptionCount: Int { contents.withLock { $0.subscriptionCount } }
+
+    // MARK: From the log
+
+    /// Applies a record read from the state topic (loading or standby).
+    func applyFromLog(_ record: StateRecord, offset: Int64) {
+        contents.withLock { $0.applyFromLog(record, offset: offset) }
+    }
+
+    /// The log was read up to `offset` (a record this replica skips, such as a load marker).
+    func advanceLogEnd(to offset: Int64) { contents.withLock { $0.logEnd = max($0.logEnd, offset) } }
+
+    /// Makes this replica the owner of a loaded partition: restores the shadow checkpoints into the index and
+    /// hands over what the previous owner left to deliver (pending retries, revokes not yet sent).
+    func promote() -> (retries: [[PendingNotification]], revoked: [RevokedSubscription]) {
+        contents.withLock { contents in
+            for (app, checkpoints) in contents.checkpoints {
+                let data = contents.app(app.string)
+                for (path, value) in checkpoints { data.index.restoreShadow(at: path, value: value) }
+            }
+            contents.checkpoints = [:]
+            let retries = Array(contents.followedRetries.values)
+            contents.followedRetries = [:]
+            contents.role = .owner
+            return (retries, Array(contents.revoked.values))
+        }
+    }
+
+    // MARK: The owner's writes
+
+    typealias Deferred = [@Sendable () -> Void]
+
+    /// Produces `record` in decision order (the caller holds the lock): it applies when acknowledged, in
+    /// produce order; `onSettled` runs once it is applied (true) or failed (false). `counted` marks a write
+    /// that later decisions about the same subscription must wait for (API writes).
+    private func produce(
+        _ record: StateRecord, in contents: inout PartitionContents, counted: Bool = false,
+        onSettled: (@Sendable (Bool) -> Void)?, deferred: inout Deferred
+    ) {
+        let sequence = contents.nextSequence
+        contents.nextSequence += 1
+        contents.inFlight[sequence] = InFlightWrite(record: record, onSettled: onSettled)
+        if counted, case .subscription(let subscription) = record {
+            contents.pendingWrites[subscription.identity, default: 0] += 1
+        } else {
+            contents.inFlight[sequence]?.uncounted = true
+        }
+        let kafkaRecord = KafkaRecord(topic: topic, partition: partition, key: record.key, value: record.value ?? [])
+        if let error = sink.produce(kafkaRecord, completion: { [self] result in acknowledged(sequence, result.map(\.offset)) }) {
+            contents.inFlight[sequence]?.result = .failure(error)
+            applyAcknowledged(&contents, deferred: &deferred)
+        }
+    }
+
+    private func acknowledged(_ sequence: UInt64, _ result: Result<Int64, KafkaError>) {
+        var deferred: Deferred = []
+        contents.withLock { contents in
+            guard contents.inFlight[sequence] != nil else { return }
+            contents.inFlight[sequence]?.result = result
+            applyAcknowledged(&contents, deferred: &deferred)
+        }
+        for action in deferred { action() }
+    }
+
+    /// Applies the acknowledged writes at the head of the produce order.
+    private func applyAcknowledged(_ contents: inout PartitionContents, deferred: inout Deferred) {
+        while let write = contents.inFlight[contents.nextToApply], let result = write.result {
+            let sequence = contents.nextToApply
+            contents.inFlight[sequence] = nil
+            contents.nextToApply += 1
+            var stored = false
+            if case .success(let offset) = result {
+                stored = true
+                contents.logEnd = max(contents.logEnd, offset + 1)
+                if case .subscription(let subscription) = write.record { contents.apply(subscription, sequence: sequence) }
+            } else if case .failure(let error) = result {
+                logger.error(
+                    "state write failed", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+            }
+            if !write.uncounted, case .subscription(let subscription) = write.record {
+                let key = subscription.identity
+                let left = (contents.pendingWrites[key] ?? 1) - 1
+                contents.pendingWrites[key] = left > 0 ? left : nil
+                if left <= 0, let waiters = contents.identityWaiters.removeValue(forKey: key) {
+                    deferred.append { waiters.forEach { $0.resume() } }
+                }
+            }
+            if let onSettled = write.onSettled {
+                let outcome = stored
+                deferred.append { onSettled(outcome) }
+            }
+        }
+        if contents.inFlight.isEmpty, !contents.drainWaiters.isEmpty {
+            let waiters = contents.drainWaiters
+            contents.drainWaiters = []
+            deferred.append { waiters.forEach { $0() } }
+        }
+    }
+
+    /// Makes a decision under the lock and writes the records it implies; returns its value once they are
+    /// durable and applied. With an `identity`, waits first for the writes of that subscription still in
+    /// flight (one decision at a time per subscription). 503 when this replica is not the owner, or when the
+    /// records could not be stored.
+    func write<Value: Sendable>(
+        identity: RetryKey?, _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
+    ) async throws(APIError) -> Value {
+        while true {
+            if let identity { await waitForWrites(of: identity) }
+            var deferred: Deferred = []
+            let attempt = contents.withLock { contents -> Result<(Value, Settlement?)?, APIError> in
+                guard contents.role == .owner else {
+                    return .failure(.unavailable("the application's partition is moving to another replica; retry", retryAfterSeconds: 1))
+                }
+                if let identity, (contents.pendingWrites[identity] ?? 0) > 0 { return .success(nil) }
+                do throws(APIError) {
+                    let (records, value) = try decide(&contents)
+                    guard !records.isEmpty else { return .success((value, nil)) }
+                    let settlement = Settlement(count: records.count)
+                    for record in records {
+                        produce(record, in: &contents, counted: true, onSettled: { settlement.settle($0) }, deferred: &deferred)
+                    }
+                    return .success((value, settlement))
+                } catch {
+                    return .failure(error)
+                }
+            }
+            for action in deferred { action() }
+            switch attempt {
+            case .failure(let error): throw error
+            case .success(nil): continue
+            case .success(let (value, settlement)?):
+                if let settlement, !(await settlement.wait()) {
+                    throw .unavailable("the change could not be stored; retry later", retryAfterSeconds: 1)
+                }
+                return value
+            }
+        }
+    }
+
+    private func waitForWrites(of identity: RetryKey) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waiting = contents.withLock { contents -> Bool in
+                guard (contents.pendingWrites[identity] ?? 0) > 0 else { return false }
+                contents.identityWaiters[identity, default: []].append(continuation)
+                return true
+            }
+            if !waiting { continuation.resume() }
+        }
+    }
+
+    /// Writes records that only checkpoint what memory already holds (shadows, pending retries): nothing is
+    /// applied on acknowledgement. `onSettled` reports whether they were stored.
+    func checkpoint(_ records: [StateRecord], onSettled: (@Sendable (Bool) -> Void)? = nil) {
+        guard !records.isEmpty else { return }
+        var deferred: Deferred = []
+        var settle: (@Sendable (Bool) -> Void)?
+        if let onSettled {
+            let settlement = Settlement(count: records.count, completion: onSettled)
+            settle = { settlement.settle($0) }
+        }
+        contents.withLock { contents in
+            for record in records { produce(record, in: &contents, onSettled: settle, deferred: &deferred) }
+        }
+        for action in deferred { action() }
+    }
+
+    /// Blocks the calling thread until every write in flight is acknowledged (before the partition is given
+    /// up), at most `timeout`. True when none is left.
+    func waitForWrites(timeout: Duration) -> Bool {
+        let done = DispatchSemaphore(value: 0)
+        let empty = contents.withLock { contents -> Bool in
+            if contents.inFlight.isEmpty { return true }
+            contents.drainWaiters.append { done.signal() }
+            return false
+        }
+        if empty { return true }
+        return done.wait(timeout: .now() + timeout.seconds) == .success
+    }
+
+    // MARK: Revocations
+
+    /// Revokes `subscriptions` of `app` now (the caller holds the lock): removed from matching at once, their
+    /// revoke messages queued behind what they already had, their markers produced. Returns the revoke
+    /// notifications to queue (in the caller's order). `onMarker` settles once per marker.
+    private func revokeLocked(
+        _ subscriptions: [Subscription], app: AppData, reason: RevocationReason, in contents: inout PartitionContents,
+        onMarker: (@Sendable (Bool) -> Void)?, deferred: inout Deferred, now: Double
+    ) -> [PendingNotification] {
+        var revokes: [PendingNotification] = []
+        for subscription in subscriptions {
+            app.index.unsubscribe(path: subscription.path, subscriber: subscription.subscriber)
+            let key = RetryKey(app: app.name, path: subscription.path, subscriber: subscription.subscriber)
+            contents.revoked[key] = RevokedSubscription(
+                app: app.name, reason: reason, subscription: subscription, markerSequence: contents.nextSequence)
+            produce(
+                .subscription(.revocation(app: app.name, subscription: subscription, reason: reason)), in: &contents,
+                onSettled: onMarker, deferred: &deferred)
+            revokes.append(
+                PendingNotification(
+                    app: app.name, path: subscription.path, subscriber: subscription.subscriber,
+                    format: subscription.settings.format, content: .revoke(reason), scope: app.name, firstFailureAt: now))
+        }
+        return revokes
+    }
+
+    /// Revokes, now, the subscriptions `select` picks in `app` for each reason (the settings-driven
+    /// revocations: expired, disabled, rules, a lowered shadow limit); `select` runs under the lock and may
+    /// record what it checked in the app's data. Returns how many per reason, and the offset of the last change
+    /// event matched before this revocation point.
+    func revoke(
+        app name: String, delivery: any DeliveryInput, now: Double,
+        select: (AppData) -> [(RevocationReason, [Subscription])]
+    ) -> (counts: [(RevocationReason, Int)], afterOffset: Int64) {
+        var deferred: Deferred = []
+        let result = contents.withLock { contents -> ([(RevocationReason, Int)], Int64) in
+            guard contents.role == .owner, let app = contents.existingApp(name) else { return ([], contents.lastEventOffset) }
+            var counts: [(RevocationReason, Int)] = []
+            var revokes: [PendingNotification] = []
+            var done: Set<RetryKey> = []
+            for (reason, chosen) in select(app) {
+                let fresh = chosen.filter { done.insert(RetryKey(app: name, path: $0.path, subscriber: $0.subscriber)).inserted }
+                guard !fresh.isEmpty else { continue }
+                revokes += revokeLocked(
+                    fresh, app: app, reason: reason, in: &contents, onMarker: nil, deferred: &deferred, now: now)
+                counts.append((reason, fresh.count))
+            }
+            delivery.enqueue(revokes)
+            return (counts, contents.lastEventOffset)
+        }
+        for action in deferred { action() }
+        return result
+    }
+
+    /// The apps present in this partition.
+    var appNames: [String] { contents.withLock { $0.apps.values.map(\.name) } }
+
+    /// The revoke of `key` was delivered (or discarded at its deadline): writes the tombstone, unless the
+    /// subscription was made again since (it is not revoked any more) or a write about it is in flight.
+    func finalizeRevocation(_ key: RetryKey) {
+        var deferred: Deferred = []
+        contents.withLock { contents in
+            guard contents.role.isActive, let revoked = contents.revoked[key], !revoked.tombstoned,
+                (contents.pendingWrites[key] ?? 0) == 0
+            else { return }
+            contents.revoked[key]?.tombstoned = true
+            produce(
+                .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), in: &contents,
+                onSettled: nil, deferred: &deferred)
+        }
+        for action in deferred { action() }
+    }
+
+    /// The provider says `key`'s token is dead: the subscription is deleted (no revoke message: nothing can
+    /// reach the device).
+    func deleteDeadToken(_ key: RetryKey) {
+        var deferred: Deferred = []
+        contents.withLock { contents in
+            guard contents.role.isActive else { return }
+            contents.existingApp(key.app)?.index.unsubscribe(path: key.path, subscriber: key.subscriber)
+            contents.revoked[key] = nil
+            produce(
+                .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), in: &contents,
+                onSettled: nil, deferred: &deferred)
+        }
+        for action in deferred { action() }
+    }
+
+    // MARK: Events
+
+    /// What matching one event did.
+    struct EventOutcome {
+        var notifications = 0
+        var revoked = 0
+    }
+
+    /// Matches one change event (on the consumer's thread, in log order) under the lock: updates the shadows,
+    /// revokes what the event makes invalid (`too_big`, `namespace_does_not_exist`), queues every
+    /// notification for delivery in this order, and checkpoints the changed shadows. Each notification and
+    /// each state write holds `ticket` until it is settled.
+    func process(
+        _ event: ChangeEvent, offset: Int64, profile: AppProfile, now: Int64, eventTime: Double?, ticket: UInt64,
+        tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
+    ) -> EventOutcome {
+        var deferred: Deferred = []
+        let clock = Double(now)
+        let limit = profile.settings.shadowMaxBytes
+        let outcome = contents.withLock { contents -> EventOutcome in
+            guard contents.role == .owner else { return EventOutcome() }
+            contents.lastEventOffset = offset
+            let app = contents.app(event.app)
+            app.dataReplaced(at: event.path)
+            var matched = app.index.apply(event, now: now)
+            var revokes: [PendingNotification] = []
+            var checkpoints: [StateRecord] = []
+            var markers = 0
+            // NAMESPACE_DELETED: the index removed everything and returned the revocations.
+            if event.operation == .namespaceDeleted {
+                let removed = matched.flatMap { notification in
+                    notification.recipients.map { recipient in (notification.path, recipient) }
+                }
+                matched = []
+                for (path, recipient) in removed {
+                    let subscription = Subscription(
+                        path: path, subscriber: recipient.subscriber,
+                        settings: SubscriptionSettings(mode: .noData, format: recipient.format, expiresAt: 0))
+                    markers += 1
+                    revokes += revokeLocked(
+                        [subscription], app: app, reason: .namespaceDoesNotExist, in: &contents,
+                        onMarker: { _ in tickets.release(ticket) }, deferred: &deferred, now: clock)
+                }
+            }
+            for (path, value) in app.index.changedShadows {
+                let record = ShadowRecord(app: event.app, path: path, value: value)
+                guard record.exceeds(limit: limit) else {
+                    checkpoints.append(.shadow(record))
+                    continue
+                }
+                // The node's data outgrew the app's limit: its value/childEvent subscriptions are revoked, and
+                // get the revocation instead of this event's notification.
+                let gone = app.index.dataSubscriptions(at: path)
+                let goneSubscribers = Set(gone.map(\.subscriber))
+                matched = matched.compactMap { notification in
+                    guard notification.path == path else { return notification }
+                    var kept = notification
+                    kept.recipients.removeAll { goneSubscribers.contains($0.subscriber) }
+                    return kept.recipients.isEmpty ? nil : kept
+                }
+                markers += gone.count
+                revokes += revokeLocked(
+                    gone, app: app, reason: .tooBig, in: &contents, onMarker: { _ in tickets.release(ticket) },
+                    deferred: &deferred, now: clock)
+                app.markOversized(path)
+            }
+            var queued: [PendingNotification] = []
+            for notification in matched {
+                var v1Bytes: [UInt8]?
+                for recipient in notification.recipients {
+                    var bytes: [UInt8]?
+                    if recipient.format == .v1 {
+                        if v1Bytes == nil {
+                            v1Bytes = payloads.payload(
+                                profile: profile, path: notification.path, subscriber: recipient.subscriber, format: .v1,
+                                content: notification.content)
+                        }
+                        guard let v1Bytes else { continue }
+                        bytes = v1Bytes
+                    }
+                    var pending = PendingNotification(
+                        app: app.name, path: notification.path, subscriber: recipient.subscriber, format: recipient.format,
+                        content: notification.content, scope: app.name, origin: event.eventID, firstFailureAt: clock)
+                    pending.payload = bytes
+                    pending.holds = [ticket]
+                    pending.eventTime = eventTime
+                    queued.append(pending)
+                }
+            }
+            tickets.retain(ticket, count: queued.count + markers + checkpoints.count)
+            // Notifications first (they were decided before the revocations this event caused), then revokes.
+            delivery.enqueue(queued + revokes)
+            for record in checkpoints {
+                produce(record, in: &contents, onSettled: { [self] stored in
+                    if stored {
+                        tickets.release(ticket)
+                    } else if case .shadow(let shadow) = record {
+                        retryCheckpoint(app: shadow.app, path: shadow.path, ticket: ticket, tickets: tickets, delay: 1)
+                    }
+                }, deferred: &deferred)
+            }
+            return EventOutcome(notifications: queued.count, revoked: revokes.count)
+        }
+        for action in deferred { action() }
+        return outcome
+    }
+
+    /// A shadow checkpoint was not stored: writes the node's current data again after `delay` seconds (the
+    /// event's offset waits meanwhile), until it is stored or the partition is given up.
+    private func retryCheckpoint(app: String, path: DataPath, ticket: UInt64, tickets: EventTickets, delay: Double) {
+        DispatchQueue.global().asyncAfter(deadline: .now() + delay) { [self] in
+            var deferred: Deferred = []
+            let retried = contents.withLock { contents -> Bool in
+                guard contents.role.isActive else { return false }
+                let value = contents.existingApp(app)?.index.shadow(at: path) ?? .null
+                produce(
+                    .shadow(ShadowRecord(app: app, path: path, value: value)), in: &contents,
+                    onSettled: { [self] stored in
+                        if stored {
+                            tickets.release(ticket)
+                        } else {
+                            retryCheckpoint(app: app, path: path, ticket: ticket, tickets: tickets, delay: min(delay * 2, 30))
+                        }
+                    }, deferred: &deferred)
+                return true
+            }
+            for action in deferred { action() }
+            if !retried { logger.debug("shadow checkpoint dropped: the partition moved", metadata: ["app": "\(app)"]) }
+        }
+    }
+}

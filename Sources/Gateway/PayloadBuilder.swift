@@ -1,0 +1,47 @@
+import Logging
+import PushCore
+import PushFormats
+
+/// Builds a notification's data payload in the subscriber's format: v1 (seed 000, byte-exact; the same bytes
+/// for every v1 subscriber of a node), or v2 (seed 001: per subscription, since it names the subscription id,
+/// and encrypted with the app's active key when it has one). Nil when even the smallest form is over 4093
+/// bytes, or encryption failed; both are counted and logged.
+struct PayloadBuilder: Sendable {
+    let metrics: GatewayMetrics
+    let logger: Logger
+
+    func payload(
+        profile: AppProfile, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat, content: NotificationContent
+    ) -> [UInt8]? {
+        let app = profile.name
+        switch format {
+        case .v1:
+            guard let payload = V1Payload.build(app: app, path: path, content: content) else {
+                tooLarge(app, path)
+                return nil
+            }
+            return payload.jsonBytes()
+        case .v2:
+            let id = SubscriptionID.make(app: app, path: path, subscriber: subscriber)
+            do {
+                guard
+                    let payload = try V2Payload.build(
+                        app: app, path: path, subscriptionID: id, content: content, key: profile.encryption?.active)
+                else {
+                    tooLarge(app, path)
+                    return nil
+                }
+                return payload.jsonBytes()
+            } catch {
+                metrics.notificationFailed(provider: "none", reason: "encryption")
+                logger.error("v2 payload not built", metadata: ["app": "\(app)", "error": "\(error)"])
+                return nil
+            }
+        }
+    }
+
+    private func tooLarge(_ app: String, _ path: DataPath) {
+        metrics.notificationFailed(provider: "none", reason: "payload_too_large")
+        logger.error("payload over 4093 bytes even without data: not sent", metadata: ["app": "\(app)", "sp": "\(path)"])
+    }
+}

@@ -1,0 +1,22 @@
+import GatewayAPI
+
+/// Liveness, readiness and the metrics text (gauges computed at scrape time, nothing kept on the hot path).
+struct Probe: OperationsProbe {
+    let health: Health
+    let store: StateStore?
+    let metrics: GatewayMetrics
+
+    func notReadyReason() -> String? { health.notReadyReason }
+
+    func metricsText() -> String {
+        if let store {
+            let counts = store.counts()
+            metrics.subscriptions.set(Double(counts.owned))
+            metrics.standbySubscriptions.set(Double(counts.standby))
+            metrics.shadows.set(Double(counts.shadowsKept))
+            let (owned, ready) = health.partitions
+            metrics.setPartitions(held: store.held, owned: owned, ready: ready)
+        }
+        return metrics.text()
+    }
+}

@@ -1,0 +1,319 @@
+import Foundation
+import KafkaClient
+import Logging
+import PushCore
+import ServiceLifecycle
+import Synchronization
+
+/// The partitions of the state topic this replica holds, and the thread that reads them.
+///
+/// The state topic (`kafka.stateTopic`, compacted) is co-partitioned with the change topic: an app's records
+/// go to the partition its events are in (the publishers' partitioner), so the owner of a change partition
+/// owns exactly the state of that partition. A replica holds:
+/// - the partitions it owns: read from the beginning when assigned (or promoted from a standby copy), up to a
+///   load marker it writes itself (brokers' watermarks are not relied on: Tansu's undercount batches); after
+///   that it is their only writer and stops reading them (``PartitionState``);
+/// - standby copies of partitions owned elsewhere (`state.standbyReplicas`), kept current by reading on, so
+///   that a takeover only has to catch up.
+/// Memory is therefore about total × (1 + standbys) / replicas.
+final class StateStore: Service, Sendable {
+    private let consumer: any LogReader
+    private let sink: any RecordSink
+    let topic: String
+    private let partitioner: KeyPartitioner
+    private let metrics: GatewayMetrics
+    private let logger: Logger
+
+    private struct Load {
+        var target: Int64
+        var waiters: [CheckedContinuation<Bool, Never>]
+    }
+
+    private struct State {
+        var partitions: [Int32: PartitionState] = [:]
+        var loads: [Int32: Load] = [:]
+        var partitionCount: Int32 = 0
+        var countWaiters: [CheckedContinuation<Int32, Never>] = []
+    }
+
+    private let state = Mutex(State())
+    private let stopping = Atomic<Bool>(false)
+    private let recordsRead = Atomic<Int>(0)
+
+    /// The key of load markers; a marker carries no value, so compaction removes it.
+    static let loadMarkerKey: [UInt8] = Array(#"["load-marker"]"#.utf8)
+
+    init(
+        consumer: any LogReader, sink: any RecordSink, topic: String, partitioner: KeyPartitioner, metrics: GatewayMetrics,
+        logger: Logger
+    ) {
+        self.consumer = consumer
+        self.sink = sink
+        self.topic = topic
+        self.partitioner = partitioner
+        self.metrics = metrics
+        self.logger = logger
+    }
+
+    // MARK: Lookup
+
+    /// Partitions of the state topic (0 until known).
+    var partitionCount: Int32 { state.withLock { $0.partitionCount } }
+
+    /// Waits until the partition count is known.
+    func waitForPartitionCount() async -> Int32 {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
+            let count = state.withLock { state -> Int32? in
+                if state.partitionCount > 0 { return state.partitionCount }
+                state.countWaiters.append(continuation)
+                return nil
+            }
+            if let count { continuation.resume(returning: count) }
+        }
+    }
+
+    /// The partition `app`'s state and events are in (-1 while the count is unknown).
+    func partitionIndex(ofApp app: String) -> Int32 {
+        let count = partitionCount
+        return count > 0 ? partitioner.partition(of: Array(app.utf8), partitions: count) : -1
+    }
+
+    func partition(_ index: Int32) -> PartitionState? { state.withLock { $0.partitions[index] } }
+
+    /// The partition of `app` when this replica owns it and has loaded it.
+    func ownedPartition(ofApp app: String) -> PartitionState? {
+        let index = partitionIndex(ofApp: app)
+        guard let partition = partition(index), partition.role == .owner else { return nil }
+        return partition
+    }
+
+    /// Every partition held, with its role.
+    /// The partition of `app` when this replica owns it or is finishing its work before handing it over.
+    func activePartition(ofApp app: String) -> PartitionState? {
+        guard let partition = partition(partitionIndex(ofApp: app)), partition.role.isActive else { return nil }
+        return partition
+    }
+
+    var held: [(partition: Int32, role: PartitionRole)] {
+        state.withLock { $0.partitions.map { ($0.key, $0.value.role) } }.sorted { $0.partition < $1.partition }
+    }
+
+    var ownedPartitions: [PartitionState] {
+        state.withLock { Array($0.partitions.values) }.filter { $0.role == .owner }.sorted { $0.partition < $1.partition }
+    }
+
+    // MARK: Service
+
+    func run() async throws {
+        let count = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+            let thread = Thread { [consumer, topic] in
+                continuation.resume(with: Result { try consumer.partitionCount(topic: topic, timeoutMs: 10_000) })
+            }
+            thread.name = "kafka-state-metadata"
+            thread.start()
+        }
+        let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
+            state.partitionCount = count
+            defer { state.countWaiters = [] }
+            return state.countWaiters
+        }
+        waiters.forEach { $0.resume(returning: count) }
+        logger.info("state topic", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
+        await withGracefulShutdownHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let thread = Thread { [self] in
+                    tail()
+                    continuation.resume()
+                }
+                thread.name = "kafka-state-tail"
+                thread.start()
+            }
+        } onGracefulShutdown: { [self] in
+            stopping.store(true, ordering: .relaxed)
+        }
+        failLoads()
+    }
+
+    /// Reads the held partitions that are loading or standby, on its own thread.
+    private func tail() {
+        while !stopping.load(ordering: .relaxed) {
+            switch consumer.poll(timeoutMs: 100) {
+            case .none: continue
+            case .error(let error): logger.warning("state topic consumer error", metadata: ["error": "\(error)"])
+            case .record(let record): apply(record)
+            }
+        }
+        consumer.close()
+    }
+
+    private func apply(_ record: KafkaRecord) {
+        guard record.topic == topic, let partition = partition(record.partition),
+            partition.role == .loading || partition.role == .standby
+        else { return }
+        if let key = record.key, key != Self.loadMarkerKey {
+            recordsRead.add(1, ordering: .relaxed)
+            do {
+                partition.applyFromLog(
+                    try StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value), offset: record.offset)
+            } catch {
+                metrics.stateRecordUnreadable()
+                logger.error(
+                    "unreadable state record skipped",
+                    metadata: ["kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)", "error": "\(error)"])
+                partition.advanceLogEnd(to: record.offset + 1)
+            }
+        } else {
+            partition.advanceLogEnd(to: record.offset + 1)
+        }
+        let end = record.offset + 1
+        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            guard let load = state.loads[record.partition], end >= load.target else { return [] }
+            state.loads[record.partition] = nil
+            return load.waiters
+        }
+        ready.forEach { $0.resume(returning: true) }
+    }
+
+    private func failLoads() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
+            defer { state.loads = [:] }
+            return state.loads.values.flatMap(\.waiters)
+        }
+        waiters.forEach { $0.resume(returning: false) }
+    }
+
+    // MARK: Ownership changes
+
+    /// Loads partition `index` for ownership: promotes the standby copy, or reads the partition from the
+    /// beginning, up to a marker written now. Returns the partition, still in the `loading` role (the caller
+    /// promotes it), or nil when it was given up meanwhile or the store stopped.
+    func load(_ index: Int32) async -> PartitionState? {
+        let started = ContinuousClock.now
+        let (partition, tailFrom) = state.withLock { state -> (PartitionState, Int64?) in
+            if let existing = state.partitions[index], existing.role != .released {
+                // A standby (or a load in progress) is read already; an owned copy is read on from its end.
+                let tailed = existing.role == .standby || existing.role == .loading
+                existing.setRole(.loading)
+                return (existing, tailed ? nil : existing.logEnd)
+            }
+            let partition = PartitionState(partition: index, topic: topic, role: .loading, sink: sink, logger: logger)
+            state.partitions[index] = partition
+            return (partition, -2)
+        }
+        let fromStart = tailFrom == -2
+        let topicPartition = TopicPartition(topic: topic, partition: index)
+        if let tailFrom {
+            do {
+                try consumer.addAssignment([topicPartition: tailFrom])
+            } catch {
+                logger.error("cannot read a state partition", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
+                return nil
+            }
+        }
+        let marker: Int64
+        do {
+            marker = try await sink.write([KafkaRecord(topic: topic, partition: index, key: Self.loadMarkerKey, value: [])])[0].offset
+        } catch {
+            logger.error("cannot write a load marker", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
+            return nil
+        }
+        let loaded = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            let done = state.withLock { state -> Bool in
+                if partition.logEnd > marker { return true }
+                if stopping.load(ordering: .relaxed) { return false }
+                state.loads[index, default: Load(target: marker + 1, waiters: [])].waiters.append(continuation)
+                return false
+            }
+            if done || stopping.load(ordering: .relaxed) { continuation.resume(returning: done) }
+        }
+        guard loaded, partition.role == .loading, state.withLock({ $0.partitions[index] === partition }) else { return nil }
+        try? consumer.removeAssignment([topicPartition])
+        logger.notice(
+            "state partition loaded",
+            metadata: [
+                "kafka.partition": "\(index)", "subscriptions": "\(partition.subscriptionCount)",
+                "from": "\(fromStart ? "log" : "standby")", "duration": "\(ContinuousClock.now - started)",
+            ])
+        metrics.stateLoaded(seconds: (ContinuousClock.now - started).seconds)
+        return partition
+    }
+
+    /// Gives partition `index` up as owner: keeps it as a standby copy (reading on from where the log was
+    /// left) or drops it.
+    func release(_ index: Int32, keepAsStandby: Bool) {
+        let dropped = state.withLock { state -> (PartitionState, Bool, Bool)? in
+            guard let partition = state.partitions[index] else { return nil }
+            let tailed = partition.role == .loading || partition.role == .standby
+            if keepAsStandby {
+                partition.setRole(.standby)
+            } else {
+                partition.setRole(.released)
+                state.partitions[index] = nil
+            }
+            let waiters = state.loads.removeValue(forKey: index)?.waiters ?? []
+            waiters.forEach { $0.resume(returning: false) }
+            return (partition, keepAsStandby, tailed)
+        }
+        guard let (partition, standby, tailed) = dropped else { return }
+        let topicPartition = TopicPartition(topic: topic, partition: index)
+        if standby, !tailed {
+            try? consumer.addAssignment([topicPartition: partition.logEnd])
+        } else if !standby, tailed {
+            try? consumer.removeAssignment([topicPartition])
+        }
+    }
+
+    /// Keeps standby copies of exactly `indexes` (among the partitions this replica does not own).
+    func setStandbys(_ indexes: Set<Int32>) {
+        let (added, removed) = state.withLock { state -> ([PartitionState], [Int32]) in
+            var added: [PartitionState] = []
+            var removed: [Int32] = []
+            for index in indexes where state.partitions[index] == nil {
+                let partition = PartitionState(partition: index, topic: topic, role: .standby, sink: sink, logger: logger)
+                state.partitions[index] = partition
+                added.append(partition)
+            }
+            for (index, partition) in state.partitions where partition.role == .standby && !indexes.contains(index) {
+                partition.setRole(.released)
+                state.partitions[index] = nil
+                removed.append(index)
+            }
+            return (added, removed)
+        }
+        if !added.isEmpty {
+            try? consumer.addAssignment(
+                Dictionary(uniqueKeysWithValues: added.map { (TopicPartition(topic: topic, partition: $0.partition), Int64(-2)) }))
+            logger.info("standby copies added", metadata: ["kafka.partitions": "\(added.map(\.partition).sorted())"])
+        }
+        if !removed.isEmpty {
+            try? consumer.removeAssignment(removed.map { TopicPartition(topic: topic, partition: $0) })
+            logger.info("standby copies dropped", metadata: ["kafka.partitions": "\(removed.sorted())"])
+        }
+    }
+
+    /// Subscriptions held, by role (for the gauges).
+    func counts() -> (owned: Int, standby: Int, shadowsKept: Int) {
+        var owned = 0
+        var standby = 0
+        var shadows = 0
+        for partition in state.withLock({ Array($0.partitions.values) }) {
+            let (role, subscriptions, kept) = partition.withContents { contents in
+                (contents.role, contents.subscriptionCount, contents.apps.values.reduce(0) { $0 + $1.index.shadowCounts().kept })
+            }
+            switch role {
+            case .owner, .loading, .releasing: owned += subscriptions
+            case .standby: standby += subscriptions
+            case .released: break
+            }
+            if role == .owner { shadows += kept }
+        }
+        return (owned, standby, shadows)
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

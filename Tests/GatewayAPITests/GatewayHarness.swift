@@ -1,0 +1,196 @@
+import Foundation
+import GatewayAPI
+import Hummingbird
+import KafkaClient
+import Logging
+import PushCore
+import ServiceLifecycle
+import Synchronization
+import XCTest
+
+@testable import Gateway
+
+/// Records what the gateway sends; answers with a scripted outcome, and can hold sends back.
+final class FakeSender: PushSender, Sendable {
+    struct Sent: Sendable, Equatable {
+        var token: String
+        var payload: String
+    }
+
+    var provider: String { "fake" }
+    private let state = Mutex<(sent: [Sent], attempts: [Sent], script: [String: [DeliveryOutcome]], held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
+        ([], [], [:], false, []))
+
+    /// The next outcomes for `token` (then `.sent`).
+    func script(_ token: String, _ outcomes: [DeliveryOutcome]) { state.withLock { $0.script[token, default: []] += outcomes } }
+
+    /// Sends wait until ``release()``.
+    func hold() { state.withLock { $0.held = true } }
+
+    func release() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.held = false
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        waiters.forEach { $0.resume() }
+    }
+
+    func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let wait = state.withLock { state -> Bool in
+                if state.held { state.waiters.append(continuation) }
+                return state.held
+            }
+            if !wait { continuation.resume() }
+        }
+        return state.withLock { state in
+            let sent = Sent(token: token, payload: String(decoding: payload, as: UTF8.self))
+            state.attempts.append(sent)
+            var outcome = DeliveryOutcome.sent
+            if var scripted = state.script[token], !scripted.isEmpty {
+                outcome = scripted.removeFirst()
+                state.script[token] = scripted
+            }
+            if outcome == .sent { state.sent.append(sent) }
+            return outcome
+        }
+    }
+
+    /// Delivered payloads to `token`, in order.
+    func sent(to token: String) -> [String] { state.withLock { $0.sent.filter { $0.token == token }.map(\.payload) } }
+    var sent: [Sent] { state.withLock { $0.sent } }
+    func attempts(to token: String) -> Int { state.withLock { $0.attempts.filter { $0.token == token }.count } }
+}
+
+/// The gateway's core over an in-memory state log (no Kafka): the state store with every partition owned,
+/// the delivery service with a fake sender, event tickets, and what finished.
+final class GatewayHarness: Sendable {
+    static let stateTopic = "state"
+    static let partitions: Int32 = 4
+
+    let log: InMemoryLog
+    let store: StateStore
+    let profiles: AppProfiles
+    let tickets: EventTickets
+    let delivery: DeliveryService
+    let sender: FakeSender
+    let metrics = GatewayMetrics()
+    let payloads: PayloadBuilder
+    let logger = Logger(label: "test")
+    private let finishedOffsets = OffsetList()
+    private let running = Mutex<(group: ServiceGroup, task: Task<Void, any Error>)?>(nil)
+
+    /// A harness sharing `log` with another one (a second replica), or with a fresh log.
+    init(
+        apps: [String: AppSettings], log: InMemoryLog? = nil, sender: FakeSender = FakeSender(),
+        policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0)
+    ) throws {
+        let log = log ?? InMemoryLog(topics: [Self.stateTopic: Self.partitions])
+        self.log = log
+        self.sender = sender
+        let logger = Logger(label: "test")
+        store = StateStore(
+            consumer: InMemoryLog.Reader(log: log), sink: log, topic: Self.stateTopic, partitioner: .consistentRandom,
+            metrics: metrics, logger: logger)
+        profiles = AppProfiles()
+        let builder = AppProfileBuilder(httpClient: nil, fcm: .init(), logger: logger)
+        for (name, settings) in apps {
+            let built = try builder.build(name: name, settings: settings, previous: nil)
+            profiles.set(
+                name,
+                AppProfile(
+                    name: name, settings: settings, verifier: built.verifier, rules: built.rules,
+                    rulesFingerprint: built.rulesFingerprint, encryption: built.encryption,
+                    senders: [.mobile: sender, .huawei: sender], fcmAccountFingerprint: nil))
+        }
+        let finished = finishedOffsets
+        tickets = EventTickets(onFinished: { _, offset in finished.append(offset) })
+        payloads = PayloadBuilder(metrics: metrics, logger: logger)
+        delivery = DeliveryService(
+            profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger,
+            policy: policy)
+    }
+
+    /// Runs the store and the delivery service, and takes every partition in `owned` over.
+    func start(owning owned: [Int32] = Array(0..<GatewayHarness.partitions)) async throws {
+        let group = ServiceGroup(
+            configuration: .init(services: [.init(service: store), .init(service: delivery)], logger: logger))
+        let task = Task { try await group.run() }
+        running.withLock { $0 = (group, task) }
+        _ = await store.waitForPartitionCount()
+        for partition in owned { try await own(partition) }
+    }
+
+    /// Takes partition `index` over: loads it, promotes it, adopts what its previous owner left.
+    func own(_ index: Int32) async throws {
+        let loaded = await store.load(index)
+        let state = try XCTUnwrap(loaded)
+        let (retries, revoked) = state.promote()
+        delivery.adopt(retries: retries, revoked: revoked)
+    }
+
+    /// Gives partition `index` up (as a rebalance would after the records in flight finished).
+    func giveUp(_ index: Int32) {
+        store.partition(index)?.setRole(.releasing)
+        delivery.release(partitions: [index])
+        _ = store.partition(index)?.waitForWrites(timeout: .seconds(5))
+        store.release(index, keepAsStandby: false)
+    }
+
+    func stop() async {
+        guard let (group, task) = running.withLock({ $0 }) else { return }
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+    }
+
+    func partition(ofApp app: String) throws -> PartitionState {
+        try XCTUnwrap(store.ownedPartition(ofApp: app), "app \(app) is not owned")
+    }
+
+    var finished: [Int64] { finishedOffsets.values }
+
+    /// Matches one event as the consumer would (its ticket released when its work is done).
+    @discardableResult
+    func process(_ event: ChangeEvent, offset: Int64, now: Int64 = Int64(Date().timeIntervalSince1970)) throws -> PartitionState.EventOutcome {
+        let profile = try XCTUnwrap(profiles.profile(event.app))
+        let ticket = tickets.open(partition: store.partitionIndex(ofApp: event.app), offset: offset)
+        defer { tickets.release(ticket) }
+        return try partition(ofApp: event.app).process(
+            event, offset: offset, profile: profile, now: now, eventTime: nil, ticket: ticket, tickets: tickets,
+            delivery: delivery, payloads: payloads)
+    }
+
+    /// The API service over this harness.
+    var service: SubscriptionService {
+        SubscriptionService(store: store, profiles: profiles, snapshots: nil, metrics: metrics, logger: logger)
+    }
+
+    func router() -> Router<BasicRequestContext> {
+        Routes.router(
+            subscriptions: service, v2: service, probe: Probe(health: Health(), store: store, metrics: metrics))
+    }
+
+    /// Every subscription of `app` held here.
+    func subscriptions(_ app: String) -> [Subscription] {
+        (try? partition(ofApp: app).withContents { $0.existingApp(app)?.index.allSubscriptions() ?? [] }) ?? []
+    }
+
+    /// Waits until `condition` holds (bounded).
+    func eventually(
+        timeout: Duration = .seconds(10), _ what: String, file: StaticString = #filePath, line: UInt = #line,
+        _ condition: () -> Bool
+    ) async {
+        let deadline = ContinuousClock.now + timeout
+        while !condition() {
+            if ContinuousClock.now > deadline { return XCTFail("timed out waiting for \(what)", file: file, line: line) }
+            try? await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
+
+final class OffsetList: Sendable {
+    private let list = Mutex<[Int64]>([])
+    func append(_ offset: Int64) { list.withLock { $0.append(offset) } }
+    var values: [Int64] { list.withLock { $0 } }
+}
