@@ -10,6 +10,30 @@ final class AppData {
     /// the node replaces its data. Bounded.
     var oversized: Set<DataPath> = []
     static let maximumOversizedNodes = 10_000
+    /// Subscriptions being created (their writes produced, not applied yet): counted by the quotas, so that
+    /// concurrent creates cannot pass a limit together.
+    private(set) var creating = 0
+    private(set) var creatingByOwner: [ExactString: Int] = [:]
+    private(set) var creatingByDevice: [DeviceKey: Int] = [:]
+
+    func reserve(_ subscription: Subscription, by delta: Int) {
+        creating += delta
+        if let owner = subscription.settings.owner {
+            let count = (creatingByOwner[owner] ?? 0) + delta
+            creatingByOwner[owner] = count > 0 ? count : nil
+        }
+        let device = subscription.subscriber.device
+        let count = (creatingByDevice[device] ?? 0) + delta
+        creatingByDevice[device] = count > 0 ? count : nil
+    }
+
+    /// Subscriptions of the app, of `owner`, of `device`, those being created included.
+    var subscriptionCount: Int { index.subscriptionCount + creating }
+    func subscriptionCount(owner: String) -> Int {
+        index.subscriptionCount(owner: owner) + (creatingByOwner[ExactString(owner)] ?? 0)
+    }
+    func subscriptionCount(device: DeviceKey) -> Int { index.subscriptionCount(device: device) + (creatingByDevice[device] ?? 0) }
+
     /// Anonymous v1 writes admitted (``AppQuotas/anonymousWritesPerSecond``).
     var anonymousWrites: TokenBucket?
     /// The rules fingerprint and shadow limit this app's subscriptions were last checked against on this

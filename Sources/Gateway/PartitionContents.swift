@@ -41,6 +41,8 @@ struct InFlightWrite {
     var onSettled: (@Sendable (Bool) -> Void)?
     /// Not an API write: later decisions about the same subscription do not wait for it.
     var uncounted = false
+    /// The write creates a subscription: reserved in its app's quota counts until applied.
+    var creates: Subscription?
 }
 
 /// Everything this replica holds of one partition of the state topic. Guarded by ``PartitionState``'s lock:

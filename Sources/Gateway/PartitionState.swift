@@ -89,6 +89,12 @@ final class PartitionState: Sendable {
         contents.inFlight[sequence] = InFlightWrite(record: record, onSettled: onSettled)
         if counted, case .subscription(let subscription) = record {
             contents.pendingWrites[subscription.identity, default: 0] += 1
+            if subscription.settings != nil, subscription.revoked == nil, let app = contents.existingApp(subscription.app),
+                app.index.subscription(path: subscription.subscription.path, subscriber: subscription.subscription.subscriber) == nil
+            {
+                app.reserve(subscription.subscription, by: 1)
+                contents.inFlight[sequence]?.creates = subscription.subscription
+            }
         } else {
             contents.inFlight[sequence]?.uncounted = true
         }
@@ -123,6 +129,9 @@ final class PartitionState: Sendable {
             } else if case .failure(let error) = result {
                 logger.error(
                     "state write failed", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+            }
+            if let created = write.creates, case .subscription(let subscription) = write.record {
+                contents.existingApp(subscription.app)?.reserve(created, by: -1)
             }
             if !write.uncounted, case .subscription(let subscription) = write.record {
                 let key = subscription.identity

@@ -97,15 +97,15 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     /// 429 `quota_exceeded` when creating one more subscription would pass a limit of the app.
     func checkQuotas(app: AppData, profile: AppProfile, subscriber: SubscriberKey, owner: String?) throws(APIError) {
         let quotas = profile.settings.quotas
-        if app.index.subscriptionCount >= quotas.maxSubscriptionsPerApp {
+        if app.subscriptionCount >= quotas.maxSubscriptionsPerApp {
             metrics.quotaRefused("app")
             throw .quotaExceeded("this application has reached its limit of \(quotas.maxSubscriptionsPerApp) subscriptions")
         }
-        if app.index.subscriptionCount(device: subscriber.device) >= quotas.maxSubscriptionsPerDevice {
+        if app.subscriptionCount(device: subscriber.device) >= quotas.maxSubscriptionsPerDevice {
             metrics.quotaRefused("device")
             throw .quotaExceeded("this device has reached its limit of \(quotas.maxSubscriptionsPerDevice) subscriptions")
         }
-        if let owner, app.index.subscriptionCount(owner: owner) >= quotas.maxSubscriptionsPerUser {
+        if let owner, app.subscriptionCount(owner: owner) >= quotas.maxSubscriptionsPerUser {
             metrics.quotaRefused("user")
             throw .quotaExceeded("this user has reached its limit of \(quotas.maxSubscriptionsPerUser) subscriptions")
         }

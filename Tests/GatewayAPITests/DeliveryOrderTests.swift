@@ -193,6 +193,32 @@ final class DeliveryOrderTests: XCTestCase {
         XCTAssertEqual(listed.map(\.context), ["t1"])
     }
 
+    /// Concurrent creates cannot pass a quota together: writes in flight count.
+    func testConcurrentCreatesRespectTheQuota() async throws {
+        var settings = AppSettings()
+        settings.quotas.maxSubscriptionsPerDevice = 2
+        let harness = try await harness(apps: [Self.app: settings])
+        harness.log.holdAcknowledgements()
+        let tasks = try (0..<3).map { index in
+            Self.background(
+                harness.service,
+                V1SubscribeRequest(app: Self.app, path: try DataPath("/n\(index)"), deviceID: "d1", mode: .noData, authToken: nil))
+        }
+        try await Task.sleep(for: .milliseconds(50))
+        harness.log.releaseAcknowledgements()
+        var statuses: [Int] = []
+        for task in tasks {
+            do {
+                try await task.value
+                statuses.append(204)
+            } catch let error as APIError {
+                statuses.append(Int(error.status.code))
+            }
+        }
+        XCTAssertEqual(statuses.sorted(), [204, 204, 429])
+        XCTAssertEqual(harness.subscriptions(Self.app).count, 2)
+    }
+
     func testCallsForAPartitionNotOwnedHereAreRefusedWithRetryAfter() async throws {
         let probe = try GatewayHarness(apps: [Self.app: AppSettings()])
         let index = probe.store.partitionIndex(ofApp: Self.app)
