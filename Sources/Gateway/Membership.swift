@@ -205,7 +205,13 @@ final class Membership: Service, Sendable {
 
     func run() async throws {
         do {
-            try consumer.addAssignment([TopicPartition(topic: topic, partition: 0): -2])
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let thread = Thread { [consumer, topic] in
+                    continuation.resume(with: Result { try consumer.addAssignment([TopicPartition(topic: topic, partition: 0): -2]) })
+                }
+                thread.name = "kafka-members-assign"
+                thread.start()
+            }
         } catch {
             logger.error("cannot read the members topic", metadata: ["kafka.topic": "\(topic)", "error": "\(error)"])
             throw error

@@ -1,50 +1,6 @@
 import KafkaClient
 import PushCore
 
-/// What a replica is to one partition.
-enum PartitionRole: Sendable, Equatable {
-    /// Being read from the state topic; its owner consumes the partition's events only once it is loaded.
-    case loading
-    /// Owned and loaded: serves the API and processes the events; its writes apply on acknowledgement.
-    case owner
-    /// A warm copy of a partition owned elsewhere, kept current by tailing the state topic.
-    case standby
-    /// Being given up: no longer serving the API or new events, but finishing the work in flight (its
-    /// writes, its deliveries' outcomes) before the new owner takes over.
-    case releasing
-    /// Given up: nothing is served from it.
-    case released
-
-    /// Work already started may still write here (the owner, or one finishing before a handover).
-    var isActive: Bool { self == .owner || self == .releasing }
-}
-
-/// A subscription revoked on this replica whose tombstone is not written yet: matched by nothing, its revoke
-/// message queued behind what it already had.
-struct RevokedSubscription {
-    var app: String
-    var reason: RevocationReason
-    var subscription: Subscription
-    /// The sequence number of the marker record this replica wrote (0 when read from the log): writes produced
-    /// before it (lower numbers) are stale and must not bring the subscription back when they are applied.
-    var markerSequence: UInt64
-    /// Its tombstone was produced (the revoke was delivered).
-    var tombstoned = false
-}
-
-/// A record produced by the owner and not applied yet (writes apply in produce order).
-struct InFlightWrite {
-    var record: StateRecord
-    /// Set when the broker answered: the offset, or the error.
-    var result: Result<Int64, KafkaError>?
-    /// Called once the record is applied (true) or failed (false), outside the lock.
-    var onSettled: (@Sendable (Bool) -> Void)?
-    /// Not an API write: later decisions about the same subscription do not wait for it.
-    var uncounted = false
-    /// The write creates a subscription: reserved in its app's quota counts until applied.
-    var creates: Subscription?
-}
-
 /// Everything this replica holds of one partition of the state topic. Guarded by ``PartitionState``'s lock:
 /// the event processing, the API, the revocation sweep and the acknowledgements of the owner's writes all
 /// change it under that lock, so that each decision is made on a state no other one changes meanwhile.

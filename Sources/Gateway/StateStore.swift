@@ -38,6 +38,8 @@ final class StateStore: Service, Sendable {
 
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
+    /// Assignment changes of the reader: blocking librdkafka calls, serialised here, off the cooperative pool.
+    private let assignments = DispatchQueue(label: "kafka-state-assignments")
     private let recordsRead = Atomic<Int>(0)
 
     /// The key of load markers; a marker carries no value, so compaction removes it.
@@ -204,7 +206,11 @@ final class StateStore: Service, Sendable {
         let topicPartition = TopicPartition(topic: topic, partition: index)
         if let tailFrom {
             do {
-                try consumer.addAssignment([topicPartition: tailFrom])
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                    assignments.async { [consumer] in
+                        continuation.resume(with: Result { try consumer.addAssignment([topicPartition: tailFrom]) })
+                    }
+                }
             } catch {
                 logger.error("cannot read a state partition", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
                 return nil
@@ -227,7 +233,7 @@ final class StateStore: Service, Sendable {
             if done || stopping.load(ordering: .relaxed) { continuation.resume(returning: done) }
         }
         guard loaded, partition.role == .loading, state.withLock({ $0.partitions[index] === partition }) else { return nil }
-        try? consumer.removeAssignment([topicPartition])
+        change { try $0.removeAssignment([topicPartition]) }
         logger.notice(
             "state partition loaded",
             metadata: [
@@ -257,9 +263,10 @@ final class StateStore: Service, Sendable {
         guard let (partition, standby, tailed) = dropped else { return }
         let topicPartition = TopicPartition(topic: topic, partition: index)
         if standby, !tailed {
-            try? consumer.addAssignment([topicPartition: partition.logEnd])
+            let end = partition.logEnd
+            change { try $0.addAssignment([topicPartition: end]) }
         } else if !standby, tailed {
-            try? consumer.removeAssignment([topicPartition])
+            change { try $0.removeAssignment([topicPartition]) }
         }
     }
 
@@ -281,13 +288,25 @@ final class StateStore: Service, Sendable {
             return (added, removed)
         }
         if !added.isEmpty {
-            try? consumer.addAssignment(
-                Dictionary(uniqueKeysWithValues: added.map { (TopicPartition(topic: topic, partition: $0.partition), Int64(-2)) }))
+            let offsets = Dictionary(uniqueKeysWithValues: added.map { (TopicPartition(topic: topic, partition: $0.partition), Int64(-2)) })
+            change { try $0.addAssignment(offsets) }
             logger.info("standby copies added", metadata: ["kafka.partitions": "\(added.map(\.partition).sorted())"])
         }
         if !removed.isEmpty {
-            try? consumer.removeAssignment(removed.map { TopicPartition(topic: topic, partition: $0) })
+            let partitions = removed.map { TopicPartition(topic: topic, partition: $0) }
+            change { try $0.removeAssignment(partitions) }
             logger.info("standby copies dropped", metadata: ["kafka.partitions": "\(removed.sorted())"])
+        }
+    }
+
+    /// Changes the reader's assignment on the assignment queue (in order with the others), without waiting.
+    private func change(_ body: @escaping @Sendable (any LogReader) throws -> Void) {
+        assignments.async { [consumer, logger] in
+            do {
+                try body(consumer)
+            } catch {
+                logger.warning("state topic assignment not changed", metadata: ["error": "\(error)"])
+            }
         }
     }
 

@@ -1,0 +1,15 @@
+import KafkaClient
+import PushCore
+
+/// A record produced by the owner and not applied yet (writes apply in produce order).
+struct InFlightWrite {
+    var record: StateRecord
+    /// Set when the broker answered: the offset, or the error.
+    var result: Result<Int64, KafkaError>?
+    /// Called once the record is applied (true) or failed (false), outside the lock.
+    var onSettled: (@Sendable (Bool) -> Void)?
+    /// Not an API write: later decisions about the same subscription do not wait for it.
+    var uncounted = false
+    /// The write creates a subscription: reserved in its app's quota counts until applied.
+    var creates: Subscription?
+}

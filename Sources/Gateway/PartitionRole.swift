@@ -1,0 +1,17 @@
+/// What a replica is to one partition.
+enum PartitionRole: Sendable, Equatable {
+    /// Being read from the state topic; its owner consumes the partition's events only once it is loaded.
+    case loading
+    /// Owned and loaded: serves the API and processes the events; its writes apply on acknowledgement.
+    case owner
+    /// A warm copy of a partition owned elsewhere, kept current by tailing the state topic.
+    case standby
+    /// Being given up: no longer serving the API or new events, but finishing the work in flight (its
+    /// writes, its deliveries' outcomes) before the new owner takes over.
+    case releasing
+    /// Given up: nothing is served from it.
+    case released
+
+    /// Work already started may still write here (the owner, or one finishing before a handover).
+    var isActive: Bool { self == .owner || self == .releasing }
+}
