@@ -135,12 +135,13 @@ final class ChangeConsumer: Service, Sendable {
     // MARK: Service
 
     func run() async throws {
-        _ = await store.waitForPartitionCount()
+        guard await store.waitForPartitionCount() > 0 else { return }  // the start failed (the store said why)
         let (loads, loadRequests) = AsyncStream<Int32>.makeStream()
         ownership.withLock { $0.loads = loadRequests }
         try consumer.subscribe(topics: [topic]) { [weak self] event in self?.rebalanced(event) }
         logger.info("joining the consumer group", metadata: ["kafka.topic": "\(topic)"])
-        await withGracefulShutdownHandler {
+        await withTaskCancellationHandler {
+          await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 group.addTask {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -157,7 +158,10 @@ final class ChangeConsumer: Service, Sendable {
                     group.addTask { await self.load(partition) }
                 }
             }
-        } onGracefulShutdown: {
+          } onGracefulShutdown: {
+            self.stopping.store(true, ordering: .relaxed)
+          }
+        } onCancel: {
             self.stopping.store(true, ordering: .relaxed)
         }
         // Polling stopped: give the records in flight a bounded time to finish, then leave the group (final
@@ -169,23 +173,37 @@ final class ChangeConsumer: Service, Sendable {
         if ledger.totalInFlight > 0 {
             logger.warning("records still in flight at shutdown stay uncommitted (replayed)", metadata: ["records": "\(ledger.totalInFlight)"])
         }
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let thread = Thread { [consumer] in
-                consumer.close()
-                continuation.resume()
-            }
-            thread.name = "kafka-consumer-close"
-            thread.start()
+        // Leaving the group commits the stored offsets; with the broker gone it could wait long: bounded.
+        let closed = DispatchSemaphore(value: 0)
+        let thread = Thread { [consumer] in
+            consumer.close()
+            closed.signal()
         }
-        logger.info("consumer closed, offsets committed")
+        thread.name = "kafka-consumer-close"
+        thread.start()
+        let left = max(deadline - ContinuousClock.now, .seconds(2))
+        let done = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            DispatchQueue.global().async { continuation.resume(returning: closed.wait(timeout: .now() + left.seconds) == .success) }
+        }
+        if done {
+            logger.info("consumer closed, offsets committed")
+        } else {
+            logger.warning("the consumer did not leave the group in time (Kafka unreachable?); uncommitted records are replayed")
+        }
     }
 
     private func pollLoop() {
+        let limiter = LogLimiter()
         while !stopping.load(ordering: .relaxed) {
             switch consumer.poll(timeoutMs: 100) {
             case .none: continue
-            case .error(let error): logger.warning("consumer error", metadata: ["error": "\(error)"])
-            case .record(let record): processor.handle(record)
+            case .error(let error):
+                if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
+                    logger.warning("consumer error", metadata: ["error": "\(error)", "suppressed": "\(suppressed)"])
+                }
+            case .record(let record):
+                health.kafkaReachable()
+                processor.handle(record)
             }
         }
     }

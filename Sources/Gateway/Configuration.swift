@@ -16,6 +16,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var ownerWaitMs = 5000
         /// Time allowed to a call forwarded to the owner.
         public var forwardTimeoutMs = 10_000
+        /// Time allowed to an API write to be stored: the producer's `message.timeout.ms` (unless
+        /// `kafka.properties` sets it), so a write is confirmed or failed within it, never later.
+        public var writeTimeoutMs = 5000
     }
 
     /// Partition-owned state (docs/ARCHITECTURE.md).
@@ -55,6 +58,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var partitioner = KeyPartitioner.consistentRandom
         /// Records in flight (consumed, notifications not yet handed over) before consumption pauses.
         public var maxInFlightRecords = 5000
+        /// A start that cannot read the topics' metadata within this bound fails (non-zero exit, the cause on
+        /// one line).
+        public var startupTimeoutSeconds = 30
     }
 
     public struct FCM: Codable, Sendable, Equatable {
@@ -174,6 +180,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
         guard state.standbyReplicas >= 0 else { throw ConfigurationError("state.standbyReplicas must be 0 or more") }
+        guard http.writeTimeoutMs > 0, kafka.startupTimeoutSeconds > 0 else {
+            throw ConfigurationError("http.writeTimeoutMs and kafka.startupTimeoutSeconds must be positive")
+        }
         guard http.ownerWaitMs >= 0, http.forwardTimeoutMs > 0 else {
             throw ConfigurationError("http.ownerWaitMs must be 0 or more and http.forwardTimeoutMs positive")
         }
@@ -213,7 +222,7 @@ extension GatewayConfiguration {
 }
 
 extension GatewayConfiguration.HTTP {
-    enum CodingKeys: String, CodingKey { case host, port, advertisedAddress, ownerWaitMs, forwardTimeoutMs }
+    enum CodingKeys: String, CodingKey { case host, port, advertisedAddress, ownerWaitMs, forwardTimeoutMs, writeTimeoutMs }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -222,6 +231,7 @@ extension GatewayConfiguration.HTTP {
         advertisedAddress = try c.decodeIfPresent(String.self, forKey: .advertisedAddress) ?? advertisedAddress
         ownerWaitMs = try c.decodeIfPresent(Int.self, forKey: .ownerWaitMs) ?? ownerWaitMs
         forwardTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .forwardTimeoutMs) ?? forwardTimeoutMs
+        writeTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .writeTimeoutMs) ?? writeTimeoutMs
     }
 }
 
@@ -246,7 +256,7 @@ extension GatewayConfiguration.Shutdown {
 extension GatewayConfiguration.Kafka {
     enum CodingKeys: String, CodingKey {
         case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
-        case properties, maxInFlightRecords
+        case properties, maxInFlightRecords, startupTimeoutSeconds
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -262,6 +272,7 @@ extension GatewayConfiguration.Kafka {
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
         maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords
+        startupTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .startupTimeoutSeconds) ?? startupTimeoutSeconds
     }
 }
 

@@ -142,7 +142,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                     }
                     for entry in due { group.addTask { await self.deliver(entry) } }
                     flush()
-                    if stopping { break }
+                    if stopping || Task.isCancelled { break }
                     if due.isEmpty {
                         let timeout = next.map { Duration.milliseconds(Int64(max(1, min(($0 - now) * 1000, 60_000)))) }
                         await wake.wait(timeout: timeout ?? .seconds(60))

@@ -46,7 +46,8 @@ public struct GatewayApp {
         let hasEmbeddedBroker = embedded != nil
 
         let metrics = GatewayMetrics()
-        let health = Health()
+        let kafkaHealth = KafkaHealth(logger: logger)
+        let health = Health(kafka: kafkaHealth)
         let profiles = AppProfiles()
         let httpClient = try HTTPClient(
             configuration: HTTPClientConfiguration(
@@ -71,6 +72,8 @@ public struct GatewayApp {
         clientProperties["bootstrap.servers"] = kafka.brokers
         var producerProperties = clientProperties
         producerProperties["client.id"] = "push-gateway-producer"
+        // A write is confirmed or failed within the API's write deadline, never later.
+        producerProperties["message.timeout.ms"] = producerProperties["message.timeout.ms"] ?? String(configuration.http.writeTimeoutMs)
         var consumerProperties = clientProperties
         consumerProperties["group.id"] = kafka.groupId
         consumerProperties["client.id"] = "push-gateway-consumer"
@@ -88,18 +91,36 @@ public struct GatewayApp {
         }
 
         let drain = Duration.milliseconds(Int64(configuration.shutdown.drainSeconds * 1000))
-        let writer = try KafkaWriter(properties: producerProperties, flushTimeout: drain, logger: logger)
+        let writer = try KafkaWriter(
+            properties: producerProperties, flushTimeout: drain, health: kafkaHealth, metrics: metrics, logger: logger)
+        // A fatal error of a consumer (rare: they are fenced only with static membership) ends the process; the
+        // pod restarts. Every client reports brokers down.
+        let eventLogger = logger
+        let clientEvents: @Sendable (String) -> @Sendable (ClientEvent) -> Void = { client in
+            { event in
+                switch event {
+                case .allBrokersDown: kafkaHealth.brokersDown(client: client)
+                case .fatal(let error):
+                    eventLogger.critical("fatal Kafka consumer error: exiting so that the pod restarts", metadata: ["kafka.client": "\(client)", "error": "\(error)"])
+                    exit(1)
+                case .error: break
+                }
+            }
+        }
         let store = StateStore(
-            consumer: try KafkaConsumer(properties: reader("state"), logger: logger), sink: writer, topic: kafka.stateTopic,
-            partitioner: kafka.partitioner, metrics: metrics, logger: logger)
+            consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
+            sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
+            startupTimeout: .seconds(kafka.startupTimeoutSeconds), logger: logger)
         let membership = Membership(
-            consumer: try KafkaConsumer(properties: reader("members"), logger: logger), sink: writer, store: store,
+            consumer: try KafkaConsumer(properties: reader("members"), logger: logger, onEvent: clientEvents("members")),
+            sink: writer, store: store,
             topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress,
             standbyReplicas: configuration.state.standbyReplicas, logger: logger)
         let changesTopic = kafka.changesTopic
         let groupConsumer = try KafkaConsumer(
             properties: consumerProperties, logger: logger,
-            onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) })
+            onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) },
+            onEvent: clientEvents("consumer"))
         let ledger = OffsetLedger(
             consumer: groupConsumer, topic: changesTopic, maxInFlight: kafka.maxInFlightRecords, metrics: metrics)
         let tickets = EventTickets(onFinished: { partition, offset in ledger.finish(partition: partition, offset: offset) })
@@ -123,7 +144,7 @@ public struct GatewayApp {
         let service = SubscriptionService(
             store: store, profiles: profiles,
             snapshots: KafkaSnapshotRequester(producer: writer, topic: kafka.snapshotRequestsTopic, logger: logger),
-            metrics: metrics, logger: logger)
+            metrics: metrics, logger: logger, kafka: kafkaHealth)
         let routing = RequestRouter(
             store: store, membership: membership, client: peerClient,
             waitBound: .milliseconds(configuration.http.ownerWaitMs),
@@ -161,6 +182,7 @@ public struct GatewayApp {
                     .init(service: reloader),
                     .init(service: sweeper),
                     .init(service: changes),
+                    .init(service: ShutdownWatchdog(bound: drain + .seconds(10), logger: logger)),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))

@@ -169,6 +169,14 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
+    /// A librdkafka client replaced after a fatal error (`producer`).
+    func kafkaClientReplaced(_ client: String) {
+        counter(
+            "replaced", Self.name("kafka_clients_replaced", unit: "total", help: "Kafka clients replaced after a fatal error, by client"),
+            [("client", client)]
+        ).increment()
+    }
+
     /// A state-topic record that could not be read (skipped at load and in the tail; logged).
     public func stateRecordUnreadable() {
         counter(

@@ -1,7 +1,8 @@
 import Synchronization
 
 /// What `/readyz` reports: ready once the consumer group has given this replica its partitions (possibly
-/// none, when the group has more members than partitions) and every one of them is loaded.
+/// none, when the group has more members than partitions) and every one of them is loaded, while Kafka can be
+/// reached and the producer is usable (``KafkaHealth``).
 public final class Health: Sendable {
     private struct State {
         var assignedOnce = false
@@ -10,8 +11,12 @@ public final class Health: Sendable {
     }
 
     private let state = Mutex(State())
+    private let kafka: KafkaHealth?
 
-    public init() {}
+    init(kafka: KafkaHealth? = nil) { self.kafka = kafka }
+
+    /// A record was read from Kafka: it can be reached.
+    func kafkaReachable() { kafka?.reachable() }
 
     func assigned(owned: Set<Int32>, ready: Set<Int32>) {
         state.withLock { state in
@@ -25,7 +30,8 @@ public final class Health: Sendable {
     var partitions: (owned: Set<Int32>, ready: Set<Int32>) { state.withLock { ($0.owned, $0.ready) } }
 
     public var notReadyReason: String? {
-        state.withLock { state in
+        if let reason = kafka?.notWritableReason { return reason }
+        return state.withLock { state in
             guard state.assignedOnce else { return "waiting for the consumer group to assign partitions" }
             let loading = state.owned.subtracting(state.ready)
             guard loading.isEmpty else { return "loading partitions \(loading.sorted()) of the state topic" }

@@ -23,6 +23,11 @@ struct PartitionContents {
     /// Called when no write is in flight any more.
     var drainWaiters: [@Sendable () -> Void] = []
 
+    /// Subscriptions whose record is to be written again (a write failed): ``PartitionState/scheduleRepair(_:delay:)``.
+    var repairs: Set<RetryKey> = []
+    /// What waits for a repair to be stored (the ticket of the event whose revocation marker failed).
+    var repairWaiters: [RetryKey: [@Sendable () -> Void]] = [:]
+
     /// Revoked subscriptions whose tombstone is not written yet (see ``RevokedSubscription``).
     var revoked: [RetryKey: RevokedSubscription] = [:]
 

@@ -99,6 +99,16 @@ final class PartitionState: Sendable {
             contents.inFlight[sequence]?.uncounted = true
         }
         let kafkaRecord = KafkaRecord(topic: topic, partition: partition, key: record.key, value: record.value ?? [])
+        if case .subscription(let subscription) = record {
+            // A subscription record that was not stored (or maybe was: a timeout) is written again, as memory has
+            // it then, so that the log converges to what this replica decided and answered.
+            let key = subscription.identity
+            let settled = contents.inFlight[sequence]?.onSettled
+            contents.inFlight[sequence]?.onSettled = { [self] stored in
+                if !stored { scheduleRepair(key, delay: 0.5) }
+                settled?(stored)
+            }
+        }
         if let error = sink.produce(kafkaRecord, completion: { [self] result in acknowledged(sequence, result.map(\.offset)) }) {
             contents.inFlight[sequence]?.result = .failure(error)
             applyAcknowledged(&contents, deferred: &deferred)
@@ -233,6 +243,63 @@ final class PartitionState: Sendable {
         return done.wait(timeout: .now() + timeout.seconds) == .success
     }
 
+    // MARK: Repairs
+
+    /// Writes the record of `key` as memory has it (live, revoked marker or tombstone) after `delay` seconds,
+    /// until it is stored or the partition is given up. One chain per key: a repair scheduled while one is
+    /// pending is merged into it, so a broker outage never multiplies the records written.
+    func scheduleRepair(_ key: RetryKey, delay: Double) {
+        let first = contents.withLock { $0.repairs.insert(key).inserted }
+        guard first else { return }
+        let jittered = delay * Double.random(in: 0.8...1.2)
+        DispatchQueue.global().asyncAfter(deadline: .now() + jittered) { [self] in repair(key, delay: delay) }
+    }
+
+    /// Runs `action` once the pending repair of `key` is stored.
+    func afterRepair(_ key: RetryKey, _ action: @escaping @Sendable () -> Void) {
+        contents.withLock { $0.repairWaiters[key, default: []].append(action) }
+    }
+
+    private func repair(_ key: RetryKey, delay: Double) {
+        var deferred: Deferred = []
+        contents.withLock { contents in
+            contents.repairs.remove(key)
+            guard contents.role.isActive else { return }
+            let record: SubscriptionRecord
+            if let settings = contents.existingApp(key.app)?.index.subscription(path: key.path, subscriber: key.subscriber) {
+                record = SubscriptionRecord(app: key.app, subscription: Subscription(path: key.path, subscriber: key.subscriber, settings: settings))
+            } else if let revoked = contents.revoked[key], !revoked.tombstoned {
+                record = .revocation(app: key.app, subscription: revoked.subscription, reason: revoked.reason)
+            } else {
+                record = .deletion(app: key.app, path: key.path, subscriber: key.subscriber)
+            }
+            produceUncountedRepair(.subscription(record), key: key, delay: delay, in: &contents, deferred: &deferred)
+        }
+        for action in deferred { action() }
+    }
+
+    private func produceUncountedRepair(
+        _ record: StateRecord, key: RetryKey, delay: Double, in contents: inout PartitionContents, deferred: inout Deferred
+    ) {
+        let sequence = contents.nextSequence
+        contents.nextSequence += 1
+        contents.inFlight[sequence] = InFlightWrite(
+            record: record,
+            onSettled: { [self] stored in
+                if stored {
+                    let waiting = self.contents.withLock { $0.repairWaiters.removeValue(forKey: key) ?? [] }
+                    waiting.forEach { $0() }
+                } else {
+                    scheduleRepair(key, delay: min(delay * 2, 30))
+                }
+            }, uncounted: true)
+        let kafkaRecord = KafkaRecord(topic: topic, partition: partition, key: record.key, value: record.value ?? [])
+        if let error = sink.produce(kafkaRecord, completion: { [self] result in acknowledged(sequence, result.map(\.offset)) }) {
+            contents.inFlight[sequence]?.result = .failure(error)
+            applyAcknowledged(&contents, deferred: &deferred)
+        }
+    }
+
     // MARK: Revocations
 
     /// Revokes `subscriptions` of `app` now (the caller holds the lock): removed from matching at once, their
@@ -360,9 +427,10 @@ final class PartitionState: Sendable {
                         path: path, subscriber: recipient.subscriber,
                         settings: SubscriptionSettings(mode: .noData, format: recipient.format, expiresAt: 0))
                     markers += 1
+                    let key = RetryKey(app: app.name, path: path, subscriber: recipient.subscriber)
                     revokes += revokeLocked(
                         [subscription], app: app, reason: .namespaceDoesNotExist, in: &contents,
-                        onMarker: { _ in tickets.release(ticket) }, deferred: &deferred, now: clock)
+                        onMarker: markerSettled(key, ticket: ticket, tickets: tickets), deferred: &deferred, now: clock)
                 }
             }
             for (path, value) in app.index.changedShadows {
@@ -382,9 +450,12 @@ final class PartitionState: Sendable {
                     return kept.recipients.isEmpty ? nil : kept
                 }
                 markers += gone.count
-                revokes += revokeLocked(
-                    gone, app: app, reason: .tooBig, in: &contents, onMarker: { _ in tickets.release(ticket) },
-                    deferred: &deferred, now: clock)
+                for subscription in gone {
+                    let key = RetryKey(app: app.name, path: subscription.path, subscriber: subscription.subscriber)
+                    revokes += revokeLocked(
+                        [subscription], app: app, reason: .tooBig, in: &contents,
+                        onMarker: markerSettled(key, ticket: ticket, tickets: tickets), deferred: &deferred, now: clock)
+                }
                 app.markOversized(path)
             }
             var queued: [PendingNotification] = []
@@ -426,6 +497,13 @@ final class PartitionState: Sendable {
         }
         for action in deferred { action() }
         return outcome
+    }
+
+    /// The event's ticket waits for a revocation marker it caused to be stored (repaired when it was not).
+    private func markerSettled(_ key: RetryKey, ticket: UInt64, tickets: EventTickets) -> @Sendable (Bool) -> Void {
+        { [self] stored in
+            if stored { tickets.release(ticket) } else { afterRepair(key) { tickets.release(ticket) } }
+        }
     }
 
     /// A shadow checkpoint was not stored: writes the node's current data again after `delay` seconds (the

@@ -44,7 +44,7 @@ final class RevocationSweeper: Service, Sendable {
     func poke() { wake.signal() }
 
     func run() async throws {
-        while !Task.isShuttingDownGracefully {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
             sweep(now: Date().timeIntervalSince1970)
             await withGracefulShutdownHandler {
                 await self.wake.wait(timeout: self.interval)

@@ -22,6 +22,9 @@ final class StateStore: Service, Sendable {
     let topic: String
     private let partitioner: KeyPartitioner
     private let metrics: GatewayMetrics
+    private let health: KafkaHealth?
+    /// Milliseconds allowed to read the topic's metadata at start-up.
+    private let startupTimeout: Int32
     private let logger: Logger
 
     private struct Load {
@@ -47,8 +50,10 @@ final class StateStore: Service, Sendable {
 
     init(
         consumer: any LogReader, sink: any RecordSink, topic: String, partitioner: KeyPartitioner, metrics: GatewayMetrics,
-        logger: Logger
+        health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), logger: Logger
     ) {
+        self.health = health
+        self.startupTimeout = Int32(clamping: startupTimeout.components.seconds * 1000)
         self.consumer = consumer
         self.sink = sink
         self.topic = topic
@@ -107,12 +112,24 @@ final class StateStore: Service, Sendable {
     // MARK: Service
 
     func run() async throws {
-        let count = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-            let thread = Thread { [consumer, topic] in
-                continuation.resume(with: Result { try consumer.partitionCount(topic: topic, timeoutMs: 10_000) })
+        let count: Int32
+        do {
+            count = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+                let thread = Thread { [consumer, topic, startupTimeout] in
+                    continuation.resume(with: Result { try consumer.partitionCount(topic: topic, timeoutMs: startupTimeout) })
+                }
+                thread.name = "kafka-state-metadata"
+                thread.start()
             }
-            thread.name = "kafka-state-metadata"
-            thread.start()
+        } catch {
+            // Nobody waits for the count any more: the start failed.
+            let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
+                defer { state.countWaiters = [] }
+                return state.countWaiters
+            }
+            waiters.forEach { $0.resume(returning: 0) }
+            throw StartupError(
+                "cannot read the state topic '\(topic)' from Kafka within \(startupTimeout / 1000) s (kafka.startupTimeoutSeconds): \(error)")
         }
         let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
             state.partitionCount = count
@@ -121,16 +138,20 @@ final class StateStore: Service, Sendable {
         }
         waiters.forEach { $0.resume(returning: count) }
         logger.info("state topic", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
-        await withGracefulShutdownHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let thread = Thread { [self] in
-                    tail()
-                    continuation.resume()
+        await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let thread = Thread { [self] in
+                        tail()
+                        continuation.resume()
+                    }
+                    thread.name = "kafka-state-tail"
+                    thread.start()
                 }
-                thread.name = "kafka-state-tail"
-                thread.start()
+            } onGracefulShutdown: { [self] in
+                stopping.store(true, ordering: .relaxed)
             }
-        } onGracefulShutdown: { [self] in
+        } onCancel: { [self] in
             stopping.store(true, ordering: .relaxed)
         }
         failLoads()
@@ -138,11 +159,17 @@ final class StateStore: Service, Sendable {
 
     /// Reads the held partitions that are loading or standby, on its own thread.
     private func tail() {
+        let limiter = LogLimiter()
         while !stopping.load(ordering: .relaxed) {
             switch consumer.poll(timeoutMs: 100) {
             case .none: continue
-            case .error(let error): logger.warning("state topic consumer error", metadata: ["error": "\(error)"])
-            case .record(let record): apply(record)
+            case .error(let error):
+                if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
+                    logger.warning("state topic consumer error", metadata: ["error": "\(error)", "suppressed": "\(suppressed)"])
+                }
+            case .record(let record):
+                health?.reachable()
+                apply(record)
             }
         }
         consumer.close()
@@ -216,12 +243,20 @@ final class StateStore: Service, Sendable {
                 return nil
             }
         }
-        let marker: Int64
-        do {
-            marker = try await sink.write([KafkaRecord(topic: topic, partition: index, key: Self.loadMarkerKey, value: [])])[0].offset
-        } catch {
-            logger.error("cannot write a load marker", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
-            return nil
+        // The marker is written until it is stored (an outage only delays the load), or the load is abandoned.
+        var marker: Int64 = -1
+        var delay = Duration.milliseconds(500)
+        while marker < 0 {
+            do {
+                marker = try await sink.write([KafkaRecord(topic: topic, partition: index, key: Self.loadMarkerKey, value: [])])[0].offset
+            } catch {
+                logger.warning("load marker not written yet; retrying", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(10))
+                guard !Task.isCancelled, !stopping.load(ordering: .relaxed), partition.role == .loading,
+                    state.withLock({ $0.partitions[index] === partition })
+                else { return nil }
+            }
         }
         let loaded = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let done = state.withLock { state -> Bool in

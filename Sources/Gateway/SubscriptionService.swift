@@ -15,8 +15,20 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     let snapshots: (any SnapshotRequester)?
     let metrics: GatewayMetrics
     let logger: Logger
+    /// Writes fail fast (503 with `Retry-After`) while Kafka cannot take them.
+    var kafka: KafkaHealth? = nil
 
     private var now: Int64 { Int64(Date().timeIntervalSince1970) }
+
+    /// For a write: like ``app(_:)``, and 503 at once while Kafka cannot take writes (no call waits for an
+    /// outage to end).
+    func writableApp(_ name: String) throws(APIError) -> (PartitionState, AppProfile) {
+        let found = try app(name)
+        if let reason = kafka?.notWritableReason {
+            throw .unavailable("cannot store changes now: \(reason); retry later", retryAfterSeconds: 5)
+        }
+        return found
+    }
 
     /// The app's settings and its partition: 404/403 for an unknown or disabled app, 503 when this replica
     /// does not own the partition (a rebalance: the caller retries).
@@ -128,7 +140,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     // MARK: v1
 
     func subscribe(_ request: V1SubscribeRequest) async throws(APIError) {
-        let (partition, profile) = try app(request.app)
+        let (partition, profile) = try writableApp(request.app)
         try checkPathDepth(request.path, profile: profile)
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
@@ -151,7 +163,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     func unsubscribe(_ request: V1UnsubscribeRequest) async throws(APIError) {
-        let (partition, profile) = try app(request.app)
+        let (partition, profile) = try writableApp(request.app)
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
         let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
@@ -174,7 +186,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     func create(app name: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
         -> V2WriteOutcome
     {
-        let (partition, profile) = try app(name)
+        let (partition, profile) = try writableApp(name)
         let token = try user(uid, bearer: bearer, profile: profile)
         try checkPathDepth(request.path, profile: profile)
         let subscriber = SubscriberKey(kind: request.kind, token: request.context, uid: uid)
@@ -203,7 +215,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     func update(app name: String, uid: String, id: String, bearer: String?, request: V2PartialRequest) async throws(APIError)
         -> V2WriteOutcome
     {
-        let (partition, profile) = try app(name)
+        let (partition, profile) = try writableApp(name)
         let token = try user(uid, bearer: bearer, profile: profile)
         // The identity: the current subscription's, or the one the body names (creating through PUT).
         let current = partition.withContents { find(app: $0.existingApp(name), uid: uid, id: id) }
@@ -260,7 +272,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     func delete(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) {
-        let (partition, profile) = try app(name)
+        let (partition, profile) = try writableApp(name)
         _ = try user(uid, bearer: bearer, profile: profile)
         guard let subscription = partition.withContents({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")

@@ -21,8 +21,17 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
-    /// Returns at the next signal (at once if one came since the last wait), or after `timeout`.
+    /// Returns at the next signal (at once if one came since the last wait), after `timeout`, or when the task
+    /// is cancelled.
     func wait(timeout: Duration?) async {
+        await withTaskCancellationHandler {
+            await waitOrTimeOut(timeout)
+        } onCancel: {
+            signal()
+        }
+    }
+
+    private func waitOrTimeOut(_ timeout: Duration?) async {
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

@@ -22,13 +22,18 @@ final class ClientCallbacks: @unchecked Sendable {
     private let rebalanceHandler = Mutex<(@Sendable (RebalanceEvent) -> Void)?>(nil)
     /// librdkafka's statistics JSON (every `statistics.interval.ms`), on the polling thread.
     let onStatistics: (@Sendable ([UInt8]) -> Void)?
+    /// Errors outside of records, fatal ones included, on the polling thread.
+    let onEvent: (@Sendable (ClientEvent) -> Void)?
+    /// librdkafka's log lines and errors, limited per facility (an outage repeats the same line every second).
+    let limiter = LogLimiter()
 
     init(
         logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
-        onStatistics: (@Sendable ([UInt8]) -> Void)? = nil
+        onStatistics: (@Sendable ([UInt8]) -> Void)? = nil, onEvent: (@Sendable (ClientEvent) -> Void)? = nil
     ) {
         self.logger = logger
         self.onStatistics = onStatistics
+        self.onEvent = onEvent
         self.onRebalance = onRebalance
     }
 
@@ -40,6 +45,7 @@ final class ClientCallbacks: @unchecked Sendable {
     func install(on config: KafkaConfig) {
         rd_kafka_conf_set_opaque(config.handle, Unmanaged.passUnretained(self).toOpaque())
         rd_kafka_conf_set_log_cb(config.handle, kafkaLogCallback)
+        rd_kafka_conf_set_error_cb(config.handle, kafkaErrorCallback)
         if onStatistics != nil { rd_kafka_conf_set_stats_cb(config.handle, kafkaStatisticsCallback) }
     }
 }
@@ -55,9 +61,41 @@ private func kafkaStatisticsCallback(
     return 0
 }
 
-/// librdkafka's log lines into swift-log, the facility as `source`.
+/// Errors outside of records: fatal ones (the original error read with `rd_kafka_fatal_error`), every broker
+/// down, others. Logged (limited per kind) and handed to the owner.
+private func kafkaErrorCallback(_ client: OpaquePointer?, _ code: Int32, _ reason: UnsafePointer<CChar>?, _ opaque: UnsafeMutableRawPointer?) {
+    guard let callbacks = opaque.map({ Unmanaged<ClientCallbacks>.fromOpaque($0).takeUnretainedValue() }) else { return }
+    let text = reason.map { String(cString: $0) } ?? ""
+    let event: ClientEvent
+    if code == RD_KAFKA_RESP_ERR__FATAL.rawValue, let client {
+        var buffer = [CChar](repeating: 0, count: 512)
+        let original = rd_kafka_fatal_error(client, &buffer, buffer.count)
+        let message = String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        event = .fatal(KafkaError(code: original.rawValue, message: message.isEmpty ? text : message))
+    } else if code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue {
+        event = .allBrokersDown
+    } else {
+        event = .error(KafkaError(code: code, message: text))
+    }
+    // Connection failures are already in librdkafka's own (limited) log lines, and "all brokers down" is
+    // reported once by the owner: logging them here too would double every line of an outage.
+    let quiet = code == RD_KAFKA_RESP_ERR__TRANSPORT.rawValue || code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue
+    if case .fatal = event {
+        callbacks.logger.error("librdkafka fatal error: the client must be replaced", metadata: ["error": "\(event)"])
+    } else if !quiet, case .log(let suppressed) = callbacks.limiter.decide(facility: "error:\(code)") {
+        var metadata: Logger.Metadata = ["error": "\(text)", "kafka.error.code": "\(code)"]
+        if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+        callbacks.logger.warning("librdkafka error", metadata: metadata, source: "librdkafka")
+    }
+    callbacks.onEvent?(event)
+}
+
+/// librdkafka's log lines into swift-log, the facility as `source`, at most one line per facility and
+/// interval (with the count of the lines held back).
 private func kafkaLogCallback(_ client: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?, _ text: UnsafePointer<CChar>?) {
     guard let callbacks = ClientCallbacks.from(client) else { return }
+    let facilityName = facility.map { String(cString: $0) } ?? ""
+    guard case .log(let suppressed) = callbacks.limiter.decide(facility: "log:\(facilityName)") else { return }
     let logLevel: Logger.Level
     switch level {
     case 0...2: logLevel = .critical
@@ -68,9 +106,9 @@ private func kafkaLogCallback(_ client: OpaquePointer?, _ level: Int32, _ facili
     default: logLevel = .debug
     }
     let message = text.map { String(cString: $0) } ?? ""
-    callbacks.logger.log(
-        level: logLevel, "\(message)", metadata: ["kafka.facility": .string(facility.map { String(cString: $0) } ?? "")],
-        source: "librdkafka")
+    var metadata: Logger.Metadata = ["kafka.facility": .string(facilityName)]
+    if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+    callbacks.logger.log(level: logLevel, "\(message)", metadata: metadata, source: "librdkafka")
 }
 
 extension [TopicPartition] {

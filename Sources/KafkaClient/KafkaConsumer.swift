@@ -18,7 +18,7 @@ public final class KafkaConsumer: @unchecked Sendable {
     /// explicitly assigned partitions with ``assign(_:)``.
     public init(
         properties: [String: String], logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
-        onStatistics: (@Sendable ([UInt8]) -> Void)? = nil
+        onStatistics: (@Sendable ([UInt8]) -> Void)? = nil, onEvent: (@Sendable (ClientEvent) -> Void)? = nil
     ) throws {
         var merged = [
             "enable.auto.commit": "true",
@@ -29,7 +29,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         ]
         for (key, value) in properties { merged[key] = value }
         let config = try KafkaConfig(merged)
-        let callbacks = ClientCallbacks(logger: logger, onRebalance: onRebalance, onStatistics: onStatistics)
+        let callbacks = ClientCallbacks(logger: logger, onRebalance: onRebalance, onStatistics: onStatistics, onEvent: onEvent)
         callbacks.install(on: config)
         rd_kafka_conf_set_rebalance_cb(config.handle, kafkaRebalanceCallback)
         self.client = try makeClient(type: RD_KAFKA_CONSUMER, config: config)

@@ -13,7 +13,8 @@ public final class KafkaProducer: @unchecked Sendable {
     private var pollThread: Thread?
     private let stopped = DispatchSemaphore(value: 0)
 
-    public init(properties: [String: String], logger: Logger) throws {
+    /// `onEvent` hears of errors outside of records (a fatal one makes this producer unusable).
+    public init(properties: [String: String], logger: Logger, onEvent: (@Sendable (ClientEvent) -> Void)? = nil) throws {
         var merged = [
             "enable.idempotence": "true",
             "acks": "all",
@@ -22,7 +23,7 @@ public final class KafkaProducer: @unchecked Sendable {
         ]
         for (key, value) in properties { merged[key] = value }
         let config = try KafkaConfig(merged)
-        let callbacks = ClientCallbacks(logger: logger)
+        let callbacks = ClientCallbacks(logger: logger, onEvent: onEvent)
         callbacks.install(on: config)
         rd_kafka_conf_set_dr_msg_cb(config.handle, kafkaDeliveryCallback)
         self.client = try makeClient(type: RD_KAFKA_PRODUCER, config: config)
@@ -156,7 +157,8 @@ public final class KafkaProducer: @unchecked Sendable {
         rd_kafka_flush(client, timeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR
     }
 
-    /// Flushes, then stops the polling thread. Blocking.
+    /// Flushes (at most `flushTimeoutMs`), fails what is left (each gets its failed delivery report, so that
+    /// nobody waits for it), then stops the polling thread. Blocking.
     public func close(flushTimeoutMs: Int32 = 10_000) {
         let wasRunning = running.withLock { () -> Bool in
             defer { isRunning = false }
@@ -164,7 +166,11 @@ public final class KafkaProducer: @unchecked Sendable {
         }
         guard wasRunning else { return }
         if !flush(timeoutMs: flushTimeoutMs) {
-            logger.warning("producer closed with undelivered records", metadata: ["kafka.outq": "\(rd_kafka_outq_len(client))"])
+            let left = rd_kafka_outq_len(client)
+            logger.warning("producer closed with undelivered records: they are failed", metadata: ["kafka.outq": "\(left)"])
+            rd_kafka_purge(client, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
+            // Serves the failed delivery reports of what was purged.
+            _ = rd_kafka_flush(client, 1000)
         }
         stopped.wait()
     }

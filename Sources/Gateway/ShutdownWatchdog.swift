@@ -1,0 +1,29 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Ends the process if a graceful shutdown (SIGTERM, SIGINT) or a failed start takes longer than `bound`:
+/// a drain has its own bounds, but a client library waiting on a broker that is gone must not keep the pod past
+/// its `terminationGracePeriodSeconds`. The last service of the group, so the first to hear of a shutdown.
+final class ShutdownWatchdog: Service, Sendable {
+    private let bound: Duration
+    private let logger: Logger
+
+    init(bound: Duration, logger: Logger) {
+        self.bound = bound
+        self.logger = logger
+    }
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        let bound = self.bound
+        let logger = self.logger
+        let thread = Thread {
+            Thread.sleep(forTimeInterval: bound.seconds)
+            logger.error("shutdown took longer than its bound; exiting now (unfinished records are replayed)", metadata: ["bound": "\(bound)"])
+            exit(1)
+        }
+        thread.name = "shutdown-watchdog"
+        thread.start()
+    }
+}
