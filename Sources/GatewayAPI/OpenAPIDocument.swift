@@ -906,7 +906,7 @@ public enum OpenAPIDocument {
             "type": "integer",
             "format": "int64",
             "minimum": 0,
-            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204)."
+            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204); another time in the past is refused (400)."
           },
           "format": {
             "type": "string",
@@ -956,7 +956,7 @@ public enum OpenAPIDocument {
             "type": "integer",
             "format": "int64",
             "minimum": 0,
-            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204)."
+            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204); another time in the past is refused (400)."
           },
           "format": {
             "type": "string",
