@@ -162,13 +162,13 @@ extension GatewayConfiguration {
     }
 
     static func checkEndpoint(_ url: String, name: String, allowInsecure: Bool) throws(ConfigurationError) {
-        let scheme = url.prefix(while: { $0 != ":" }).lowercased()
-        switch scheme {
-        case "https":
+        let lowercased = url.lowercased()
+        switch true {
+        case lowercased.hasPrefix("https://"):
             return
-        case "http" where allowInsecure:
+        case lowercased.hasPrefix("http://") && allowInsecure:
             return
-        case "http":
+        case lowercased.hasPrefix("http://"):
             throw ConfigurationError(
                 "\(name) is a cleartext http:// URL, which would carry provider credentials unencrypted: use https://, "
                     + "or set allowInsecureEndpoints: true (local fake providers in tests only)")

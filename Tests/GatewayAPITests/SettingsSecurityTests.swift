@@ -207,6 +207,9 @@ final class SettingsSecurityTests: XCTestCase {
         }
         XCTAssertNoThrow(try GatewayConfiguration.checkEndpoint("http://127.0.0.1:9/token", name: "x", allowInsecure: true))
         XCTAssertNoThrow(try GatewayConfiguration.checkEndpoint("https://oauth2.googleapis.com/token", name: "x", allowInsecure: false))
+        for notAURL in ["https", "https:/x", "http", "", "//host/x", " https://x"] {
+            XCTAssertThrowsError(try GatewayConfiguration.checkEndpoint(notAURL, name: "x", allowInsecure: true), notAURL)
+        }
     }
 
     // MARK: - Helpers
