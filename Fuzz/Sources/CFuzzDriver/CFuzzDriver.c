@@ -1,2 +1,5 @@
-// The declaration in include/CFuzzDriver.h is all this target provides; libFuzzer defines the function.
 #include "CFuzzDriver.h"
+
+int CFuzzDriver_run(int argc, char **argv, int (*callback)(const uint8_t *data, size_t size)) {
+    return LLVMFuzzerRunDriver(&argc, &argv, callback);
+}

@@ -20,13 +20,8 @@ public func fuzzEventDecoder(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
     return 0
 }
 
-/// The entry point (SwiftPM links executables with `main` renamed to `<Module>_main`): libFuzzer's driver.
+/// The entry point (SwiftPM renames an executable's `main` to `<Module>_main`): libFuzzer's driver.
 @_cdecl("FuzzEventDecoder_main")
 public func fuzzEventDecoderMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-        guard let data else { return 0 }
-        return fuzzEventDecoder(data, size)
-    }
+    CFuzzDriver_run(argc, argv) { data, size in data.map { fuzzEventDecoder($0, size) } ?? 0 }
 }

@@ -83,13 +83,8 @@ enum Fuzz {
         """
 }
 
-/// The entry point (SwiftPM links executables with `main` renamed to `<Module>_main`): libFuzzer's driver.
+/// The entry point (SwiftPM renames an executable's `main` to `<Module>_main`): libFuzzer's driver.
 @_cdecl("FuzzJWT_main")
 public func fuzzJWTMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-        guard let data else { return 0 }
-        return fuzzJWT(data, size)
-    }
+    CFuzzDriver_run(argc, argv) { data, size in data.map { fuzzJWT($0, size) } ?? 0 }
 }

@@ -50,13 +50,8 @@ enum Inputs {
     ]
 }
 
-/// The entry point (SwiftPM links executables with `main` renamed to `<Module>_main`): libFuzzer's driver.
+/// The entry point (SwiftPM renames an executable's `main` to `<Module>_main`): libFuzzer's driver.
 @_cdecl("FuzzRules_main")
 public func fuzzRulesMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-        guard let data else { return 0 }
-        return fuzzRules(data, size)
-    }
+    CFuzzDriver_run(argc, argv) { data, size in data.map { fuzzRules($0, size) } ?? 0 }
 }

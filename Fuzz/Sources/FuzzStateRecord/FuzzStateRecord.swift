@@ -19,13 +19,8 @@ public func fuzzStateRecord(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-/// The entry point (SwiftPM links executables with `main` renamed to `<Module>_main`): libFuzzer's driver.
+/// The entry point (SwiftPM renames an executable's `main` to `<Module>_main`): libFuzzer's driver.
 @_cdecl("FuzzStateRecord_main")
 public func fuzzStateRecordMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc
-    var argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv) { data, size in
-        guard let data else { return 0 }
-        return fuzzStateRecord(data, size)
-    }
+    CFuzzDriver_run(argc, argv) { data, size in data.map { fuzzStateRecord($0, size) } ?? 0 }
 }
