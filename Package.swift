@@ -21,6 +21,11 @@ let package = Package(
         .library(name: "PushFormats", targets: ["PushFormats"]),
         .library(name: "JOSE", targets: ["JOSE"]),
         .library(name: "EventDecoding", targets: ["EventDecoding"]),
+        // For the fuzzers (Fuzz/).
+        .library(name: "CompactJSON", targets: ["CompactJSON"]),
+        .library(name: "Auth", targets: ["Auth"]),
+        .library(name: "Rules", targets: ["Rules"]),
+        .library(name: "SSLCrypto", targets: ["SSLCrypto"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),

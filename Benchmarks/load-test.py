@@ -252,6 +252,7 @@ def main() -> int:
             "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": 2,
                     "maxInFlightPerProject": args.max_in_flight},
             "logging": {"format": "json", "level": "warning"},
+            "allowInsecureEndpoints": True,  # the fake FCM is h2c (cleartext)
             "apps": {a: {"fcmServiceAccountFile": service_account(os.path.join(work, f"{a}-sa.json"),
                                                                   f"proj-{a}", base + "/token", pem)}
                      for a in apps},

@@ -6,7 +6,11 @@ import SSLCrypto
 /// The algorithm is part of the key: a token is only ever checked with keys of the algorithm its header
 /// names, so an RSA or EC public key can never be used as an HMAC secret (no algorithm confusion).
 public enum AuthKey: Sendable {
-    /// HMAC SHA-256 with a shared secret (non-empty).
+    /// Shortest HS256 secret ``parse(_:)`` accepts, in bytes: RFC 7518 §3.2 requires a key of at least the
+    /// hash's size (256 bits); a shorter secret can be brute-forced from one token.
+    public static let minimumHS256SecretLength = 32
+
+    /// HMAC SHA-256 with a shared secret (``parse(_:)`` accepts ``minimumHS256SecretLength`` bytes or more).
     case hs256(kid: String?, secret: [UInt8])
     /// RSASSA-PKCS1-v1_5 SHA-256 with an RSA public key (2048 bits or more).
     case rs256(kid: String?, RSAPublicKey)
@@ -32,7 +36,8 @@ public enum AuthKey: Sendable {
     /// Reads a key from its settings object:
     ///
     /// - `{"alg":"HS256","kid":"k1","secret":"text secret"}` (UTF-8 bytes of the text), or
-    ///   `{"alg":"HS256","secretBase64":"..."}` (standard base64, for binary secrets);
+    ///   `{"alg":"HS256","secretBase64":"..."}` (standard base64, for binary secrets); at least
+    ///   ``minimumHS256SecretLength`` bytes either way;
     /// - `{"alg":"RS256","kid":"k2","publicKeyPEM":"-----BEGIN PUBLIC KEY-----..."}`;
     /// - `{"alg":"ES256","publicKeyPEM":"-----BEGIN PUBLIC KEY-----..."}` (P-256 only).
     ///
@@ -83,6 +88,10 @@ public enum AuthKey: Sendable {
                 }
                 secret = decoded
                 guard !secret.isEmpty else { throw AuthKeyError("\(context): field 'secretBase64' must not be empty") }
+            }
+            guard secret.count >= minimumHS256SecretLength else {
+                throw AuthKeyError(
+                    "\(context): the secret is shorter than \(minimumHS256SecretLength) bytes (256 bits); use a longer random secret")
             }
             return .hs256(kid: kid, secret: secret)
 

@@ -7,21 +7,30 @@ import SSLCrypto
 /// its header is a JSON object with an `alg` among those algorithms and no `crit`; a configured key of
 /// that algorithm (and of the header's `kid`, when it names one) verifies the signature over the ASCII
 /// `header.payload`; its claims are a JSON object with a numeric `exp` not yet past, an optional numeric
-/// `nbf` already reached (both with `leewaySeconds` of tolerance), and a user id in `uid` or `sub`.
+/// `nbf` already reached (both with `leewaySeconds` of tolerance), when an ``issuer`` is set an `iss` equal to
+/// it, when an ``audience`` is set an `aud` that is it or an array holding it, and a user id: `uid` when the
+/// claim is present (it must then be a non-empty string), else `sub` (a non-empty string).
 ///
+/// Strings are compared byte for byte (UTF-8), never by Unicode canonical equivalence.
 /// Header parameters that point at keys (`jwk`, `jku`, `x5u`, `x5c`) are ignored: only configured keys are
-/// ever used. `iss`, `aud` and `iat` are not checked.
+/// ever used. `iat` is not checked.
 public struct JWTVerifier: Sendable {
     /// Longest token accepted, in bytes.
     public static let maximumTokenLength = 8 * 1024
 
     public let keys: [AuthKey]
     public let leewaySeconds: Int64
+    /// When set, the `iss` claim must be exactly this string.
+    public let issuer: String?
+    /// When set, the `aud` claim must be this string, or an array of strings holding it.
+    public let audience: String?
 
     /// `leewaySeconds` (clock skew tolerated on `exp` and `nbf`) is clamped to 0 ... 1 day.
-    public init(keys: [AuthKey], leewaySeconds: Int64 = 30) {
+    public init(keys: [AuthKey], leewaySeconds: Int64 = 30, issuer: String? = nil, audience: String? = nil) {
         self.keys = keys
         self.leewaySeconds = min(max(leewaySeconds, 0), 86_400)
+        self.issuer = issuer
+        self.audience = audience
     }
 
     /// Checks `token` at time `now` (seconds since the epoch) and returns its claims.
@@ -76,8 +85,18 @@ public struct JWTVerifier: Sendable {
             // Not yet valid while now + leeway < nbf, i.e. now + leeway < ceil(nbf).
             guard now.addingSaturating(leewaySeconds) >= nbf.ceiling else { throw .notYetValid }
         }
+        if let issuer {
+            guard case .string(let iss)? = claims["iss"], iss.utf8.elementsEqual(issuer.utf8) else {
+                throw .invalidIssuer
+            }
+        }
+        if let audience {
+            guard let aud = claims["aud"], Self.audience(aud, holds: audience) else { throw .invalidAudience }
+        }
         let uid: String
-        if case .string(let value)? = claims["uid"], !value.isEmpty {
+        if let uidMember = claims["uid"] {
+            // Present: it is the user id, or the token is refused (no silent fallback to `sub`).
+            guard case .string(let value) = uidMember, !value.isEmpty else { throw .invalidClaim("uid") }
             uid = value
         } else if case .string(let value)? = claims["sub"], !value.isEmpty {
             uid = value
@@ -85,6 +104,24 @@ public struct JWTVerifier: Sendable {
             throw .missingUID
         }
         return VerifiedToken(uid: uid, claims: claims, expiresAt: exp.floor)
+    }
+
+    /// True when `aud` is the string `expected` or an array of strings one of which is `expected` (RFC 7519
+    /// §4.1.3), compared byte for byte. Any other shape (a number, an array holding a non-string) is refused.
+    static func audience(_ aud: JSONValue, holds expected: String) -> Bool {
+        switch aud {
+        case .string(let value):
+            return value.utf8.elementsEqual(expected.utf8)
+        case .array(let values):
+            var found = false
+            for value in values {
+                guard case .string(let text) = value else { return false }
+                if text.utf8.elementsEqual(expected.utf8) { found = true }
+            }
+            return found
+        default:
+            return false
+        }
     }
 
     private static func verifies(_ key: AuthKey, signature: [UInt8], message: [UInt8]) -> Bool {

@@ -17,9 +17,14 @@ public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
     case notYetValid
     /// The claims have no `exp`.
     case missingExpiry
-    /// A registered claim has the wrong type or an out-of-range value (carries its name: `exp` or `nbf`).
+    /// A claim has the wrong type or an out-of-range value (carries its name: `exp`, `nbf`, or `uid` when it
+    /// is present but not a non-empty string).
     case invalidClaim(String)
-    /// Neither `uid` nor `sub` is a non-empty string.
+    /// The verifier has an issuer and `iss` is missing or another one.
+    case invalidIssuer
+    /// The verifier has an audience and `aud` is missing or does not name it.
+    case invalidAudience
+    /// No `uid` claim, and `sub` is not a non-empty string.
     case missingUID
 
     public var description: String {
@@ -32,6 +37,8 @@ public enum TokenError: Error, Equatable, Sendable, CustomStringConvertible {
         case .notYetValid: "token is not valid yet"
         case .missingExpiry: "token has no expiry (exp)"
         case .invalidClaim(let name): "token claim \(name) is invalid"
+        case .invalidIssuer: "token issuer (iss) is not accepted"
+        case .invalidAudience: "token audience (aud) is not accepted"
         case .missingUID: "token has no user id (uid or sub)"
         }
     }

@@ -2,7 +2,7 @@ import CompactJSON
 
 /// The claims of an access token whose signature and validity period have been checked.
 public struct VerifiedToken: Sendable, Equatable {
-    /// The user: claim `uid` when it is a non-empty string, else `sub`.
+    /// The user: claim `uid` when present (a non-empty string, else the token is refused), else `sub`.
     public let uid: String
     /// Every claim of the payload, as sent.
     public let claims: [ExactString: JSONValue]

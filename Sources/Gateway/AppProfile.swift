@@ -59,13 +59,16 @@ public struct AppProfileBuilder: Sendable {
     let hms: HMSConfiguration
     /// Requests in flight per provider project (``LimitedSender``).
     let maxInFlightPerProject: Int
+    /// ``GatewayConfiguration/allowInsecureEndpoints``: a service account's `http://` `token_uri` is refused without it.
+    let allowInsecureEndpoints: Bool
     let logger: Logger
 
     init(
         httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(),
-        maxInFlightPerProject: Int = 200, logger: Logger
+        maxInFlightPerProject: Int = 200, allowInsecureEndpoints: Bool = false, logger: Logger
     ) {
         self.httpClient = httpClient
+        self.allowInsecureEndpoints = allowInsecureEndpoints
         self.maxInFlightPerProject = maxInFlightPerProject
         self.fcm = fcm
         self.hms = hms
@@ -122,6 +125,12 @@ public struct AppProfileBuilder: Sendable {
                 guard let httpClient else { throw ConfigurationError("fcmServiceAccountFile: no HTTP client") }
                 do {
                     let account = try FCMServiceAccount(json: bytes)
+                    if fcm.tokenURL == nil {
+                        // The account's token endpoint receives a signed assertion: https only (see
+                        // GatewayConfiguration.validateEndpoints for the configured ones).
+                        try GatewayConfiguration.checkEndpoint(
+                            account.tokenURI, name: "the service account's token_uri", allowInsecure: allowInsecureEndpoints)
+                    }
                     let client = try FCMClient(serviceAccount: account, httpClient: httpClient, configuration: fcm, logger: logger)
                     senders[.mobile] = LimitedSender(FCMSender(client: client), maxInFlight: maxInFlightPerProject)
                 } catch {
@@ -159,10 +168,24 @@ public struct AppProfileBuilder: Sendable {
         } else {
             senders[.huawei] = ConsoleSink(app: name)
         }
+        Self.warnAboutUnboundKeys(app: name, keys: keys, settings: settings, logger: logger)
+        let verifier =
+            keys.isEmpty ? nil : JWTVerifier(keys: keys, issuer: settings.issuer, audience: settings.audience)
         return AppProfile(
-            name: name, settings: settings, verifier: keys.isEmpty ? nil : JWTVerifier(keys: keys), rules: rules,
+            name: name, settings: settings, verifier: verifier, rules: rules,
             rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
             fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint)
+    }
+
+    /// An RS256/ES256 key is often an identity provider's, shared by all its tenants: without `issuer` and
+    /// `audience`, a token minted for another project of the same provider would be accepted.
+    static func warnAboutUnboundKeys(app: String, keys: [AuthKey], settings: AppSettings, logger: Logger) {
+        guard keys.contains(where: { $0.algorithm != .hs256 }) else { return }
+        let missing = [settings.issuer == nil ? "issuer" : nil, settings.audience == nil ? "audience" : nil].compactMap { $0 }
+        guard !missing.isEmpty else { return }
+        logger.warning(
+            "app accepts RS256/ES256 tokens without checking \(missing.joined(separator: " and ")): a key shared across tenants (an identity provider's) would accept tokens minted for another project; set them in the app settings",
+            metadata: ["app": "\(app)", "missing": "\(missing.joined(separator: ","))"])
     }
 
     static func fingerprint(_ bytes: [UInt8]) -> String {

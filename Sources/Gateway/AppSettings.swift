@@ -17,6 +17,10 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     /// Keys that verify the app's auth tokens: `{"alg":"HS256","kid":…,"secret":…}`,
     /// `{"alg":"RS256"|"ES256","kid":…,"publicKeyPEM":…}`.
     public var authKeys: [JSONValue] = []
+    /// When set, a token's `iss` claim must be exactly this (e.g. `https://securetoken.google.com/<project>`).
+    public var issuer: String?
+    /// When set, a token's `aud` claim must be this, or an array holding it (e.g. the Firebase project id).
+    public var audience: String?
     /// Notification encryption: `{"active":"k1","keys":[JWK, …]}`; absent: v2 payloads are unsecured JWS.
     public var encryption: JSONValue?
     /// Firebase-style read rules `{"rules":{…}}`; absent: every path is readable.
@@ -48,6 +52,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         guard subscriptionTTLSeconds > 0 else { throw ConfigurationError("subscriptionTTLSeconds must be positive") }
         guard shadowMaxBytes > 0 else { throw ConfigurationError("shadowMaxBytes must be positive") }
         try quotas.validate()
+        if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }
+        if let audience, audience.isEmpty { throw ConfigurationError("audience must not be empty (omit it to accept any)") }
         if let hms {
             guard !hms.appId.isEmpty, !hms.clientId.isEmpty, !(hms.clientSecret.isEmpty && hms.clientSecretFile.isEmpty) else {
                 throw ConfigurationError("hms needs appId, clientId and clientSecret (or clientSecretFile)")
@@ -56,7 +62,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, encryption, rules, quotas
+        case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
+        case encryption, rules, quotas
     }
 
     public init(from decoder: any Decoder) throws {
@@ -68,6 +75,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         shadowMaxBytes = try c.decodeIfPresent(Int.self, forKey: .shadowMaxBytes) ?? shadowMaxBytes
         hms = try c.decodeIfPresent(HMSSettings.self, forKey: .hms)
         authKeys = try c.decodeIfPresent([DecodedJSON].self, forKey: .authKeys)?.map(\.value) ?? []
+        issuer = try c.decodeIfPresent(String.self, forKey: .issuer)
+        audience = try c.decodeIfPresent(String.self, forKey: .audience)
         encryption = try c.decodeIfPresent(DecodedJSON.self, forKey: .encryption)?.value
         rules = try c.decodeIfPresent(DecodedJSON.self, forKey: .rules)?.value
         quotas = try c.decodeIfPresent(AppQuotas.self, forKey: .quotas) ?? quotas

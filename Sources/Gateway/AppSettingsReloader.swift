@@ -100,7 +100,8 @@ final class AppSettingsReloader: Service, Sendable {
                 } catch {
                     let unparsed = self.fingerprint(bytes, accountFile: "")
                     files.withLock { $0[app] = Entry(fingerprint: unparsed, accountFile: "") }
-                    throw ConfigurationError("not valid settings YAML/JSON: \(error)")
+                    // Never the error's own text: Yams quotes the offending line, which may hold a secret.
+                    throw ConfigurationError(SettingsFileError.describe(error, file: url.path))
                 }
                 // Fingerprinted with the account file these settings name, so a rotated Secret is noticed.
                 let account = settings.fcmServiceAccountFile

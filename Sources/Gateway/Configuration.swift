@@ -101,6 +101,10 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var apps: [String: AppSettings] = [:]
     /// Per-app settings files, reloaded without a restart (docs/CONFIGURATION.md).
     public var appSettings = AppSettingsSource()
+    /// Accept cleartext `http://` provider endpoints (FCM and HMS base and token URLs, a service account's
+    /// `token_uri`). They carry client secrets and access tokens, so they are refused unless this is set, as
+    /// tests with local fake providers do; the gateway warns at start when it is.
+    public var allowInsecureEndpoints = false
 
     public init() {}
 
@@ -136,7 +140,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             do {
                 configuration = try YAMLDecoder().decode(GatewayConfiguration.self, from: text)
             } catch {
-                throw ConfigurationError("invalid configuration file \(file): \(error)")
+                // Never the error's own text: Yams quotes the offending line, which may hold a secret.
+                throw ConfigurationError("invalid configuration file \(SettingsFileError.describe(error, file: file))")
             }
         }
         try configuration.applyEnvironment(environment)
@@ -190,9 +195,40 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if !http.advertisedAddress.isEmpty, !(http.advertisedAddress.hasPrefix("http://") || http.advertisedAddress.hasPrefix("https://")) {
             throw ConfigurationError("http.advertisedAddress must be an http:// or https:// URL, e.g. http://10.0.0.5:8080")
         }
+        try validateEndpoints()
         for (name, app) in apps {
             guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }
             do { try app.validate() } catch { throw ConfigurationError("apps.\(name): \(error.description)") }
+        }
+    }
+}
+
+extension GatewayConfiguration {
+    /// The provider endpoints must be `https://` URLs (`http://` too with ``allowInsecureEndpoints``). The
+    /// messages name the setting, not the URL (which may hold credentials).
+    func validateEndpoints() throws(ConfigurationError) {
+        let endpoints = [
+            ("fcm.baseURL", fcm.baseURL), ("fcm.tokenURL", fcm.tokenURL), ("hms.baseURL", hms.baseURL),
+            ("hms.tokenURL", hms.tokenURL),
+        ]
+        for (name, url) in endpoints where !url.isEmpty {
+            try Self.checkEndpoint(url, name: name, allowInsecure: allowInsecureEndpoints)
+        }
+    }
+
+    static func checkEndpoint(_ url: String, name: String, allowInsecure: Bool) throws(ConfigurationError) {
+        let lowercased = url.lowercased()
+        switch true {
+        case lowercased.hasPrefix("https://"):
+            return
+        case lowercased.hasPrefix("http://") && allowInsecure:
+            return
+        case lowercased.hasPrefix("http://"):
+            throw ConfigurationError(
+                "\(name) is a cleartext http:// URL, which would carry provider credentials unencrypted: use https://, "
+                    + "or set allowInsecureEndpoints: true (local fake providers in tests only)")
+        default:
+            throw ConfigurationError("\(name) must be an https:// URL")
         }
     }
 }
@@ -205,7 +241,9 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 // Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
-    enum CodingKeys: String, CodingKey { case http, kafka, fcm, hms, subscriptions, state, shutdown, logging, apps, appSettings }
+    enum CodingKeys: String, CodingKey {
+        case http, kafka, fcm, hms, subscriptions, state, shutdown, logging, apps, appSettings, allowInsecureEndpoints
+    }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         http = try c.decodeIfPresent(HTTP.self, forKey: .http) ?? HTTP()
@@ -218,6 +256,7 @@ extension GatewayConfiguration {
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? [:]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
+        allowInsecureEndpoints = try c.decodeIfPresent(Bool.self, forKey: .allowInsecureEndpoints) ?? false
     }
 }
 

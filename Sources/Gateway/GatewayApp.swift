@@ -43,6 +43,10 @@ public struct GatewayApp {
             logger.notice(
                 "serving the built-in demo app: embedded defaults only (its HS256 secret is public); a configuration with a broker, apps or an app settings directory never serves it")
         }
+        if configuration.allowInsecureEndpoints {
+            logger.warning(
+                "allowInsecureEndpoints is set: cleartext http:// provider endpoints are accepted, so provider credentials and notifications may travel unencrypted (for local fake providers in tests only)")
+        }
         let hasEmbeddedBroker = embedded != nil
 
         let metrics = GatewayMetrics()
@@ -66,6 +70,7 @@ public struct GatewayApp {
                 baseURL: configuration.hms.baseURL, tokenURL: configuration.hms.tokenURL,
                 requestTimeout: .milliseconds(configuration.hms.requestTimeoutMs)),
             maxInFlightPerProject: configuration.fcm.maxInFlightPerProject,
+            allowInsecureEndpoints: configuration.allowInsecureEndpoints,
             logger: logger)
 
         var clientProperties = kafka.properties

@@ -52,7 +52,17 @@ public enum OpenAPIDocument {
         ],
         "responses": {
           "204": {
-            "description": "Subscribed (or refreshed)."
+            "description": "Subscribed (or refreshed).",
+            "links": {
+              "Unsubscribe": {
+                "operationId": "unsubscribe",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "id": "$request.query.id"
+                },
+                "description": "The device just subscribed can be unsubscribed."
+              }
+            }
           },
           "400": {
             "$ref": "#/components/responses/BadRequest"
@@ -137,7 +147,18 @@ public enum OpenAPIDocument {
         ],
         "responses": {
           "204": {
-            "description": "Subscribed (or refreshed)."
+            "description": "Subscribed (or refreshed).",
+            "links": {
+              "Unsubscribe": {
+                "operationId": "unsubscribeAtPath",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "path": "$request.path.path",
+                  "id": "$request.query.id"
+                },
+                "description": "The device just subscribed can be unsubscribed."
+              }
+            }
           },
           "400": {
             "$ref": "#/components/responses/BadRequest"
@@ -256,6 +277,43 @@ public enum OpenAPIDocument {
                   "type": "string"
                 }
               }
+            },
+            "links": {
+              "GetSubscription": {
+                "operationId": "getSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be read."
+              },
+              "UpdateSubscription": {
+                "operationId": "updateSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be refreshed or updated."
+              },
+              "DeleteSubscription": {
+                "operationId": "deleteSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be deleted."
+              },
+              "ListSubscriptions": {
+                "operationId": "listSubscriptionsV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid"
+                },
+                "description": "The user's list holds the subscription."
+              }
             }
           },
           "200": {
@@ -273,6 +331,43 @@ public enum OpenAPIDocument {
                 "schema": {
                   "type": "string"
                 }
+              }
+            },
+            "links": {
+              "GetSubscription": {
+                "operationId": "getSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be read."
+              },
+              "UpdateSubscription": {
+                "operationId": "updateSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be refreshed or updated."
+              },
+              "DeleteSubscription": {
+                "operationId": "deleteSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be deleted."
+              },
+              "ListSubscriptions": {
+                "operationId": "listSubscriptionsV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid"
+                },
+                "description": "The user's list holds the subscription."
               }
             }
           },
@@ -318,6 +413,17 @@ public enum OpenAPIDocument {
                 "schema": {
                   "$ref": "#/components/schemas/V2SubscriptionList"
                 }
+              }
+            },
+            "links": {
+              "GetFirstSubscription": {
+                "operationId": "getSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/subscriptions/0/id"
+                },
+                "description": "The first subscription of the list can be read."
               }
             }
           },
@@ -376,6 +482,26 @@ public enum OpenAPIDocument {
                   "type": "string"
                 }
               }
+            },
+            "links": {
+              "UpdateSubscription": {
+                "operationId": "updateSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be refreshed or updated."
+              },
+              "DeleteSubscription": {
+                "operationId": "deleteSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be deleted."
+              }
             }
           },
           "400": {
@@ -431,6 +557,26 @@ public enum OpenAPIDocument {
                   "type": "string"
                 }
               }
+            },
+            "links": {
+              "GetSubscription": {
+                "operationId": "getSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be read."
+              },
+              "DeleteSubscription": {
+                "operationId": "deleteSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be deleted."
+              }
             }
           },
           "201": {
@@ -448,6 +594,26 @@ public enum OpenAPIDocument {
                 "schema": {
                   "type": "string"
                 }
+              }
+            },
+            "links": {
+              "GetSubscription": {
+                "operationId": "getSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be read."
+              },
+              "DeleteSubscription": {
+                "operationId": "deleteSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$response.body#/id"
+                },
+                "description": "The subscription just named can be deleted."
               }
             }
           },
@@ -484,7 +650,18 @@ public enum OpenAPIDocument {
         ],
         "responses": {
           "204": {
-            "description": "Deleted."
+            "description": "Deleted.",
+            "links": {
+              "GetDeletedSubscription": {
+                "operationId": "getSubscriptionV2",
+                "parameters": {
+                  "app": "$request.path.app",
+                  "uid": "$request.path.uid",
+                  "id": "$request.path.id"
+                },
+                "description": "The deleted subscription is no longer found (404)."
+              }
+            }
           },
           "400": {
             "$ref": "#/components/responses/BadRequest"
@@ -729,7 +906,7 @@ public enum OpenAPIDocument {
             "type": "integer",
             "format": "int64",
             "minimum": 0,
-            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204)."
+            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204); another time in the past is refused (400)."
           },
           "format": {
             "type": "string",
@@ -779,7 +956,7 @@ public enum OpenAPIDocument {
             "type": "integer",
             "format": "int64",
             "minimum": 0,
-            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204)."
+            "description": "Expiry, seconds since the epoch, capped by the app's subscription lifetime; absent: the app's lifetime; `0` deletes the subscription (204); another time in the past is refused (400)."
           },
           "format": {
             "type": "string",
@@ -1160,7 +1337,7 @@ public enum OpenAPIDocument {
         "type": "http",
         "scheme": "bearer",
         "bearerFormat": "JWT",
-        "description": "A JWT of the app's user, signed with one of the app's auth keys (HS256 secret, RS256 or ES256 public key); claims `uid` or `sub`, and `exp` (required)."
+        "description": "A JWT of the app's user, signed with one of the app's auth keys (HS256 secret of at least 32 bytes, RS256 or ES256 public key): `exp` (required); the user is `uid` when present (a non-empty string, else the token is refused), else `sub`; `iss` and `aud` must match the app's `issuer` and `audience` settings when it sets them."
       }
     }
   }

@@ -73,7 +73,7 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// The app a subscription call is about, percent-decoded; nil for other paths.
     static func app(of path: String) -> String? {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = path.slashSeparatedParts()
         guard parts.count >= 4 else { return nil }
         if parts[1] == "base", parts[3] == ".wakeup" { return parts[2].removingPercentEncoding }
         if parts.count >= 5, parts[1] == "datasync", parts[2] == "v2", parts[4] == "subscriptions" {

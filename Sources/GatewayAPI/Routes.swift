@@ -111,7 +111,7 @@ struct WakeupTarget: Equatable {
 
     init(uriPath: String) throws(APIError) {
         // Split on "/" keeping empty keys, so that "/a//b" is refused rather than silently normalised.
-        let parts = uriPath.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = uriPath.slashSeparatedParts()
         // ["", "base", app, ".wakeup", keys...]
         guard parts.count >= 4, parts[1] == "base", parts[3] == ".wakeup",
             let app = parts[2].removingPercentEncoding, !app.isEmpty

@@ -21,7 +21,7 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         switch path {
         case "/healthz", "/readyz", "/metrics", "/openapi.json": return "GET, HEAD"
         default:
-            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            let parts = path.slashSeparatedParts()
             if parts.count >= 4, parts[1] == "base", parts[3] == ".wakeup" { return "PUT, DELETE" }
             return nil
         }

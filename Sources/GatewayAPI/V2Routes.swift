@@ -165,7 +165,7 @@ struct V2Target {
     var id: String
 
     init(uriPath: String, withID: Bool) throws(APIError) {
-        let parts = uriPath.split(separator: "/", omittingEmptySubsequences: false)
+        let parts = uriPath.slashSeparatedParts()
         // ["", "datasync", "v2", app, "subscriptions", uid, id?]
         guard parts.count == (withID ? 7 : 6), let app = parts[3].removingPercentEncoding, !app.isEmpty,
             let uid = parts[5].removingPercentEncoding, !uid.isEmpty

@@ -62,7 +62,7 @@ public struct ChangeEvent: Sendable, Equatable {
             guard case .object = afterValue else { throw ChangeEventError("MERGE needs an object in after") }
             for key in afterValue.children.keys {
                 do { _ = try DataPath(key.string) } catch { throw ChangeEventError("bad child key in MERGE: \(error)") }
-                guard !key.string.contains("/") else { throw ChangeEventError("bad child key in MERGE: contains '/'") }
+                guard !key.string.utf8.contains(UInt8(ascii: "/")) else { throw ChangeEventError("bad child key in MERGE: contains '/'") }
             }
         case .set, .snapshot:
             afterValue = afterValue.normalized()

@@ -10,30 +10,39 @@ public struct DataPath: Sendable, Hashable, CustomStringConvertible {
 
     /// Parses and validates a path. Accepts `""`, `"/"`, `"a/b"`, `"/a/b"`, `"/a/b/"`; rejects empty keys
     /// (`/a//b`), keys holding `.` `$` `#` `[` `]` or control characters, and paths over 2048 bytes.
+    ///
+    /// Works on the UTF-8 bytes: a key is split on the byte `/`, never on Swift `Character`s (a combining
+    /// mark after a `/` would otherwise make one character of both, and `/\u{301}x` one key holding a `/`).
     public init(_ text: some StringProtocol) throws(PathError) {
-        let text = String(text)
-        guard text.utf8.count <= Self.maximumUTF8Length + 2 else { throw .tooLong }
-        var body = Substring(text)
-        if body.hasPrefix("/") { body = body.dropFirst() }
-        if body.isEmpty {
+        let bytes = Array(text.utf8)
+        guard bytes.count <= Self.maximumUTF8Length + 2 else { throw .tooLong }
+        let slash = UInt8(ascii: "/")
+        var start = 0
+        var end = bytes.count
+        if start < end, bytes[start] == slash { start += 1 }
+        if start == end {
             self.segments = []
             return
         }
-        if body.hasSuffix("/") {
-            body = body.dropLast()
-            if body.isEmpty { throw .emptyKey }
+        if bytes[end - 1] == slash {
+            end -= 1
+            if start == end { throw .emptyKey }
         }
         var segments: [ExactString] = []
-        for key in body.split(separator: "/", omittingEmptySubsequences: false) {
+        var keyStart = start
+        for index in start...end where index == end || bytes[index] == slash {
+            let key = bytes[keyStart..<index]
             guard !key.isEmpty else { throw .emptyKey }
-            for scalar in key.unicodeScalars {
-                switch scalar {
-                case ".", "$", "#", "[", "]": throw .invalidCharacter(String(key))
-                default:
-                    if scalar.value < 0x20 || scalar.value == 0x7F { throw .invalidCharacter(String(key)) }
+            for byte in key {
+                switch byte {
+                case UInt8(ascii: "."), UInt8(ascii: "$"), UInt8(ascii: "#"), UInt8(ascii: "["), UInt8(ascii: "]"),
+                    0x00..<0x20, 0x7F:
+                    throw .invalidCharacter(String(decoding: key, as: UTF8.self))
+                default: break
                 }
             }
-            segments.append(ExactString(String(key)))
+            segments.append(ExactString(String(decoding: key, as: UTF8.self)))
+            keyStart = index + 1
         }
         self.segments = segments
         guard self.utf8Length <= Self.maximumUTF8Length else { throw .tooLong }

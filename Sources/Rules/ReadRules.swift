@@ -192,7 +192,7 @@ public struct ReadRules: Sendable, Equatable {
                         path: ReadRules.display(segments),
                         reason: "expected an object, got \(ReadRules.typeName(value))")
                 }
-                if key.contains("/") {
+                if key.utf8.contains(UInt8(ascii: "/")) {
                     throw RulesError(path: ReadRules.display(segments), reason: "a key cannot contain '/'")
                 }
                 if key.hasPrefix("$") {

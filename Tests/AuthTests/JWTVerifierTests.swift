@@ -213,11 +213,63 @@ final class JWTVerifierTests: XCTestCase {
 
     func testUIDAndSub() throws {
         XCTAssertEqual(try accepted(Fixtures.hs256).uid, "user-1")  // uid wins over sub
-        XCTAssertEqual(try accepted(Fixtures.subOnly).uid, "subject-only")
-        XCTAssertEqual(try accepted(Fixtures.uidEmptySub).uid, "subject-2")
-        XCTAssertEqual(try accepted(Fixtures.uidNumberSub).uid, "subject-3")
+        XCTAssertEqual(try accepted(Fixtures.subOnly).uid, "subject-only")  // no uid: sub
+        // A uid claim that is present but not a non-empty string is refused, never replaced by sub.
+        try assertRejected(Fixtures.uidEmptySub, .invalidClaim("uid"))
+        try assertRejected(Fixtures.uidNumberSub, .invalidClaim("uid"))
+        try assertRejected(Fixtures.uidNullSub, .invalidClaim("uid"))
         try assertRejected(Fixtures.noUID, .missingUID)
         try assertRejected(Fixtures.emptySub, .missingUID)
+    }
+
+    // MARK: - Issuer and audience
+
+    private static let issuer = "https://issuer.example/project-1"
+    private static let audience = "project-1"
+
+    private func bound(issuer: String? = JWTVerifierTests.issuer, audience: String? = JWTVerifierTests.audience) throws -> JWTVerifier {
+        JWTVerifier(keys: try allKeys(), issuer: issuer, audience: audience)
+    }
+
+    private func assertRejected(_ token: String, _ expected: TokenError, by verifier: JWTVerifier, line: UInt = #line) {
+        XCTAssertThrowsError(try verifier.verify(token, now: now), line: line) { error in
+            XCTAssertEqual(error as? TokenError, expected, line: line)
+        }
+    }
+
+    func testIssuerAndAudienceEnforcedWhenSet() throws {
+        let verifier = try bound()
+        XCTAssertEqual(try verifier.verify(Fixtures.issAud, now: now).uid, "user-1")
+        XCTAssertEqual(try verifier.verify(Fixtures.issAudArray, now: now).uid, "user-1")
+        XCTAssertEqual(try verifier.verify(Fixtures.rs256IssAud, now: now).uid, "user-rs")
+        assertRejected(Fixtures.otherIssuer, .invalidIssuer, by: verifier)
+        assertRejected(Fixtures.issNumber, .invalidIssuer, by: verifier)
+        assertRejected(Fixtures.otherAudience, .invalidAudience, by: verifier)
+        assertRejected(Fixtures.audArrayWithout, .invalidAudience, by: verifier)
+        assertRejected(Fixtures.audArrayEmpty, .invalidAudience, by: verifier)
+        assertRejected(Fixtures.audArrayMixed, .invalidAudience, by: verifier)
+        assertRejected(Fixtures.audNumber, .invalidAudience, by: verifier)
+        // Tokens without the claims at all.
+        assertRejected(Fixtures.hs256, .invalidIssuer, by: verifier)
+        assertRejected(Fixtures.hs256, .invalidAudience, by: try bound(issuer: nil))
+        assertRejected(Fixtures.rs256, .invalidIssuer, by: verifier)
+        // Only what is set is checked.
+        XCTAssertEqual(try bound(audience: nil).verify(Fixtures.otherAudience, now: now).uid, "user-1")
+        XCTAssertEqual(try bound(issuer: nil).verify(Fixtures.otherIssuer, now: now).uid, "user-1")
+        XCTAssertEqual(try bound(issuer: nil, audience: nil).verify(Fixtures.audNumber, now: now).uid, "user-1")
+        // The signature is checked before the claims: a forged token is badSignature whatever its claims.
+        assertRejected(Fixtures.hs256WrongSecret, .badSignature, by: verifier)
+    }
+
+    func testIssuerAndAudienceComparedByteForByte() throws {
+        // The token says "https://\u{212A}ate.example" (KELVIN SIGN) and "caf\u{E9}" (precomposed): Swift's String
+        // equality calls them equal to "https://Kate.example" and "cafe\u{301}"; the verifier does not.
+        XCTAssertEqual("https://\u{212A}ate.example", "https://Kate.example")
+        XCTAssertEqual("caf\u{E9}", "cafe\u{301}")
+        assertRejected(Fixtures.issAudKelvin, .invalidIssuer, by: try bound(issuer: "https://Kate.example", audience: nil))
+        assertRejected(Fixtures.issAudKelvin, .invalidAudience, by: try bound(issuer: nil, audience: "cafe\u{301}"))
+        let exact = try bound(issuer: "https://\u{212A}ate.example", audience: "caf\u{E9}")
+        XCTAssertEqual(try exact.verify(Fixtures.issAudKelvin, now: now).uid, "user-1")
     }
 
     // MARK: - Malformed input
@@ -266,7 +318,8 @@ final class JWTVerifierTests: XCTestCase {
 
     func testErrorDescriptionsAreShortAndNeverEchoTheToken() {
         let errors: [TokenError] = [.malformed, .unsupportedAlgorithm("none"), .noMatchingKey, .badSignature, .expired,
-                                    .notYetValid, .missingExpiry, .invalidClaim("exp"), .missingUID]
+                                    .notYetValid, .missingExpiry, .invalidClaim("exp"), .invalidClaim("uid"),
+                                    .invalidIssuer, .invalidAudience, .missingUID]
         for error in errors {
             XCTAssertFalse(error.description.isEmpty)
             XCTAssertLessThan(error.description.count, 60)
@@ -287,6 +340,7 @@ final class JWTVerifierTests: XCTestCase {
             }
         }
         func object(_ members: [ExactString: JSONValue]) -> JSONValue { .object(members) }
+        let long = String(repeating: "s", count: 32)
         XCTAssertTrue(message(.string("HS256")).contains("JSON object"))
         XCTAssertTrue(message(object(["kid": .string("k")])).contains("'alg' is required"))
         XCTAssertTrue(message(object(["alg": .string("none"), "secret": .string("x")])).contains("'alg'"))
@@ -300,9 +354,9 @@ final class JWTVerifierTests: XCTestCase {
         for bad in ["YQ=", "Y Q==", "YQ===", "-_8=", "Y", "YR==", "=YQ="] {
             XCTAssertTrue(message(object(["alg": .string("HS256"), "secretBase64": .string(bad)])).contains("'secretBase64' is not valid"), bad)
         }
-        XCTAssertTrue(message(object(["alg": .string("HS256"), "kid": .string(""), "secret": .string("s")])).contains("'kid'"))
-        XCTAssertTrue(message(object(["alg": .string("HS256"), "kid": .number("1"), "secret": .string("s")])).contains("'kid'"))
-        XCTAssertTrue(message(object(["alg": .string("HS256"), "secret": .string("s"), "publicKeyPEM": .string("x")])).contains("unknown field 'publicKeyPEM'"))
+        XCTAssertTrue(message(object(["alg": .string("HS256"), "kid": .string(""), "secret": .string(long)])).contains("'kid'"))
+        XCTAssertTrue(message(object(["alg": .string("HS256"), "kid": .number("1"), "secret": .string(long)])).contains("'kid'"))
+        XCTAssertTrue(message(object(["alg": .string("HS256"), "secret": .string(long), "publicKeyPEM": .string("x")])).contains("unknown field 'publicKeyPEM'"))
         XCTAssertTrue(message(object(["alg": .string("RS256"), "publicKeyPem": .string("x")])).contains("unknown field 'publicKeyPem'"))
         XCTAssertTrue(message(object(["alg": .string("RS256")])).contains("'publicKeyPEM' is required"))
         XCTAssertTrue(message(object(["alg": .string("ES256"), "publicKeyPEM": .bool(true)])).contains("'publicKeyPEM' must be a string"))
@@ -313,24 +367,52 @@ final class JWTVerifierTests: XCTestCase {
         // Secrets are never echoed.
         XCTAssertFalse(message(object(["alg": .string("HS256"), "secretBase64": .string("topsecret!")])).contains("topsecret"))
 
-        // Valid forms.
-        guard case .hs256(let kid, let secret) = try AuthKey.parse(object(["alg": .string("HS256"), "secretBase64": .string("AP8BAg==")])) else {
+        // Valid forms (32 bytes or more).
+        let binary: [UInt8] = [0x00, 0xFF, 0x01, 0x02] + Array(repeating: 0xAB, count: 28)
+        let padded = Data(binary).base64EncodedString()
+        XCTAssertTrue(padded.hasSuffix("="))
+        guard case .hs256(let kid, let secret) = try AuthKey.parse(object(["alg": .string("HS256"), "secretBase64": .string(padded)])) else {
             return XCTFail("expected HS256")
         }
         XCTAssertNil(kid)
-        XCTAssertEqual(secret, [0x00, 0xFF, 0x01, 0x02])
-        guard case .hs256(_, let unpadded) = try AuthKey.parse(object(["alg": .string("HS256"), "secretBase64": .string("+/8")])) else {
+        XCTAssertEqual(secret, binary)
+        let unpaddedText = String(padded.prefix { $0 != "=" })
+        guard case .hs256(_, let unpadded) = try AuthKey.parse(object(["alg": .string("HS256"), "secretBase64": .string(unpaddedText)])) else {
             return XCTFail("expected HS256")
         }
-        XCTAssertEqual(unpadded, [0xFB, 0xFF])
-        guard case .hs256(_, let text) = try AuthKey.parse(object(["alg": .string("HS256"), "secret": .string("é")])) else {
+        XCTAssertEqual(unpadded, binary)
+        let accented = String(repeating: "é", count: 16)  // 16 characters, 32 UTF-8 bytes
+        guard case .hs256(_, let text) = try AuthKey.parse(object(["alg": .string("HS256"), "secret": .string(accented)])) else {
             return XCTFail("expected HS256")
         }
-        XCTAssertEqual(text, [0xC3, 0xA9])
+        XCTAssertEqual(text, Array(accented.utf8))
         let parsed = try JSONParser.parse(#"{"alg":"ES256","kid":"k3","publicKeyPEM":"\#(Fixtures.es1PEM.replacingOccurrences(of: "\n", with: "\\n"))"}"#)
         let key = try AuthKey.parse(parsed)
         XCTAssertEqual(key.kid, "k3")
         XCTAssertEqual(key.algorithm, .es256)
+    }
+
+    func testShortHS256SecretsRefused() throws {
+        func message(_ settings: [ExactString: JSONValue]) -> String {
+            do {
+                _ = try AuthKey.parse(.object(settings))
+                return "accepted"
+            } catch {
+                return error.message
+            }
+        }
+        XCTAssertEqual(AuthKey.minimumHS256SecretLength, 32)
+        // 31 bytes refused (text and base64), whatever the number of characters; 32 accepted.
+        for short in ["s", "0123456789abcdef0123456789abcde", String(repeating: "é", count: 15) + "x"] {
+            XCTAssertLessThan(short.utf8.count, 32)
+            let refused = message(["alg": .string("HS256"), "secret": .string(short)])
+            XCTAssertTrue(refused.contains("shorter than 32 bytes"), refused)
+            XCTAssertTrue(short.count == 1 || !refused.contains(short), "the secret is never echoed")
+        }
+        let base64Short = Data(repeating: 7, count: 31).base64EncodedString()
+        XCTAssertTrue(message(["alg": .string("HS256"), "secretBase64": .string(base64Short)]).contains("shorter than 32 bytes"))
+        XCTAssertEqual(message(["alg": .string("HS256"), "secret": .string("0123456789abcdef0123456789abcdef")]), "accepted")
+        XCTAssertEqual(message(["alg": .string("HS256"), "secretBase64": .string(Data(repeating: 7, count: 32).base64EncodedString())]), "accepted")
     }
 
     // MARK: - ECPublicKey
@@ -396,80 +478,80 @@ final class JWTVerifierTests: XCTestCase {
 enum Fixtures {
     // BEGIN GENERATED FIXTURES (make_fixtures.py)
     static let hs1Secret = "pushgateway test secret: 0123456789abcdef0123456789abcdef"
-    static let hs2SecretBase64 = "1HaHJgP+pzjC6fUpoffMQasMaT9T2YW4IprdF4DyMTY="
+    static let hs2SecretBase64 = "HUGIj3kSwQrRM5R3egnYSFvp6PUwBxIpocxSB69MaR0="
     static let rs1PEM = """
         -----BEGIN PUBLIC KEY-----
-        MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAyzaEzDa4FBWiGArjRdmg
-        30fxUHw09bWXecSr158SCFvDjDFCoBPSSPV0iaWITZeD3vFTl9AHoNCkPkVGRM3u
-        7gtwch40+8YZZ98HSIBLvsR5PKfaugUXR6EwgUYp153VPAqnN3OqxYENO5i+iNov
-        2+tVrhPQSVGN/5N5gpQnmqaOZORMmIl+aomhNKUB7EoBMITjmnQANRIFEnpzZRLm
-        qisyAn7hglN8aOXRe3Ovi/mJSCIg8i/OY4BoysE+ylOP8wYvOircAtOTxPkZTV8r
-        H08dihY84GcsPnCL99GpjBhJBH1AcZie2iOh63J4OgY2N7jR7p/YMdvxgpQmWkt/
-        uwIDAQAB
+        MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAkaBQLTDjY5GgRVl7FT/F
+        qESbn+z/QH8zurUPrf7r7cmeWVG/N69cCsToTqFOcE5mXA/HVcLZPmCb6totv+wl
+        OJaTK4mClFvUwKDxOLV+R/5TfFut6DLgABHE3810cehN8WHzo6qZFhncHJNLnplh
+        SmeSLbWTNAQZm+Lk7qsBcRdl11C7R6keXZKwRVJk7z1F6AuqeTMmTAELV1tcvMES
+        K5pW6e7FHFHg23fEcTKbktNQoy0l0GPMWn7iFxAV7uS0N520ltvh290jD5BkoVEH
+        t8dfYHTYNtsOr+jrBFDAD42CQRkAaaVXqcu1/hTktuiVDWdlEPVB7z8C+0G6J0h4
+        ywIDAQAB
         -----END PUBLIC KEY-----
 
         """
     static let rs2PEM = """
         -----BEGIN PUBLIC KEY-----
-        MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAyQ2HR01LAVHq7t9ZLHQn
-        WSySRXAkLZTNG06zvjM/ffj2J+PCvaqciiSylNzLvR6ayPyNUSJSUiCR0MpbzTHS
-        BtRS1+2EMWN8cVrWzhHN2pIdPsrw46UPTS8jPe05yaqvbJXZc9vnWTU7xKco+MYt
-        z9aCZhHM9y3S19CQ3QH9YcSE1oAfzfx94IxWck5qelrmpdYU5YMgGCgn/Cm5xFg9
-        Y0Cc4dChHDNx6mbDiWOyV/Z6/vx9ix+lZK2TkzcPYxnT4R0DWrngLLAkL1/2pZe2
-        eG0oCWA+M/b8fU0GvEVex5pOunVH+MFXv8ywRTMbkPWPaAREQrFXgosifcNOscHb
-        qwIDAQAB
+        MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAm5iJVlYluxx0z/36Pv5V
+        NuvHOGzvVWyyXlHOturWDvCElpBlhCqzcd6iu4zGntiFYrkdGQtd1hW5+zLI/VVT
+        8blua7bMoyQ5aRxVfYPoJU8vB160l02PL8dN7OIx7eqWTq1qAqQ8Eb1MIBm5Oixi
+        CUfcs2dGhA5/O7nFpoRvKAP057OkAEwtj8UCzdXlHipEh5F2F+e0quhRaeANKqxW
+        A9uZnd0qSdYmOlz6JYCmP8YfokTEa1/mq/go691u26xr204d4aezAk87ZxR8dRVY
+        qeFBLaoldNW2tOpNPkLz/V4hQjH+OSc7cPSl5QgQ3AjCT66B8TFhkDhh5gcc2DhO
+        VQIDAQAB
         -----END PUBLIC KEY-----
 
         """
     static let es1PEM = """
         -----BEGIN PUBLIC KEY-----
-        MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEonamHrdO6Z9+7M5FQZXUkLUtsZxC
-        wCiH/7fMaeeKsrrJc9Q559zu9CEt1cqupwqmoAYCnLdbMz1w+1A35Uoapg==
+        MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEXFeDYyiL1n+i0O9CRtKtrGtToW5D
+        CxYEZwf7Ac4KuQBM0dLhmYWfyQ3HcSFVVqeGzycuJqninDMDqGg9/NHaww==
         -----END PUBLIC KEY-----
 
         """
     static let es2PEM = """
         -----BEGIN PUBLIC KEY-----
-        MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEoNd7x9UpQERll1XT+WfgcEbu3Ydt
-        QMdDuvXnjHDiCQH6+G85GDefBDHdUXLE3os3NeqoINMnnhTKb80krNShJA==
+        MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEeVm52Gzo7jBAhb/BWg90JWE52npq
+        weMizb4fY3yWwjKNGhgODEd1dTOrwJFUAkw2A1miFTtQ7rZdYJRbNjWsWQ==
         -----END PUBLIC KEY-----
 
         """
     static let p384PEM = """
         -----BEGIN PUBLIC KEY-----
-        MHYwEAYHKoZIzj0CAQYFK4EEACIDYgAEHUy5U43AGI92tAvHiIztxlG3JEtjiJqT
-        2BnXWHV78JeJV7/n7j0kJMJsYWfOXugPOn0BOeDH9rq6i9XKEuZFkqIHQDKBuDxg
-        QNybVbrONLCpoJUFd8NK6dfIxJb5eJJq
+        MHYwEAYHKoZIzj0CAQYFK4EEACIDYgAEk6X7mK4vNtvvescym5WUWv/tJAdqCEMQ
+        YBi3DHqHWIjfDmV81dKrroDUzv6ZDFHWzQpM89dqd2knjZHhbOEEdYZAiac1I31W
+        aUSz3mO9gbz+1RAs35Q7x794gZ3FsgiW
         -----END PUBLIC KEY-----
 
         """
     static let secp256k1PEM = """
         -----BEGIN PUBLIC KEY-----
-        MFYwEAYHKoZIzj0CAQYFK4EEAAoDQgAE3SmWF2fe0oqfzST5PaRq+d2YKXAKO492
-        BJadrx8+RrdDPcA2x+0XzcNSAYP7sQiIBYRVo1WefjY3Nk0g6cSHBQ==
+        MFYwEAYHKoZIzj0CAQYFK4EEAAoDQgAEjo73GuZuTBbDJV7qHBSwwt6Q0IyiRXen
+        T+craqeTrgk/XF/6gYhlSbqwudmA1nNDM+djvzM9+42ORG0qbUXytA==
         -----END PUBLIC KEY-----
 
         """
     static let ecMessage = "ECPublicKey fixture message"
-    static let ecRawSignatureB64URL = "ux98j6rN9k9toch-Kk7sRtHjybUh0l_NiWWiGm6fOdlwW0Of7RBdccJayQjnqzH7eUjOP0Z2rT3aSeBLADC5hA"
+    static let ecRawSignatureB64URL = "BUzQVqgZ093rBx4NtMu1pt04T2fVSaCBnEwWo6M8rB0BQSwq0OO4zxwYhn4GE6vfgCC_YgKStVeb_jj6gu_veA"
     static let hs256 = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJzdWIiOiJzdWJqZWN0LTEiLCJleHAiOjQxMDI0NDQ4MDAsImlhdCI6MTcwMDAwMDAwMCwic2NvcGUiOiJwdXNoIn0.hNe7CCiGECpnnVSMTpE4b0csnl03sgRXmj7mHar1RNU"
-    static let hs256Binary = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTIiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLTIiLCJleHAiOjQxMDI0NDQ4MDB9.6jOyMXpiUaYwHIX-4iLUEsJRu4wUXi1hi10Epsh32NM"
-    static let hs256NoKid = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTIiLCJleHAiOjQxMDI0NDQ4MDB9.CnwdGrJZIvJaWa3eA9m0F9956RLJB4EW_eJdhhx5W_c"
-    static let rs256 = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.h2DKuuZnI4188TmX3ZldzFGb6lcDv2LAAxz1tB6vHhALWbaVcs-jILyj4Tfx51-qD7Qs0kmeylaANG-7GO2SHdB3CAW23VaTgzvmhuWLlIUO9t9FUFn3HOBm20DdBvOxe-9v67wUy9FAUGWMtY-8HMy_qveBTQdI6L5lE2LJiXgB-ZhD1xWNXWuWmAL8GMolB8UhlqleGKbVIYxKDeBACyg8LMo2Z1ZZhGMCtIM5WfnjxWxH01w1uJCQE0g32iiMbbLhrTvB39VjnaIu2SEV4GzWzEZoKRGpHXsD6iWhBAEt6EPVqR9upX1QDHo5U1T_3FOItTL9BDlNO0cRneBaBQ"
-    static let rs256NoKidKey2 = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLXJzMiIsImV4cCI6NDEwMjQ0NDgwMH0.wGEeQzVfJmRqUQVvpgT-C2-QjTx7CDEniWdwrPlXsuCADfanRxYpt1W_okEaz4sh3NDKynPUBOdEwi0rPZtczGrZJz8RGRPkyS7HhlGE5LSRngzgBQeHjIyy8qEuUTM160xvfs1LwbcKJ5Z4H_wjmutS7yNyIuWDYzE0ZdK00_jtTiyrr_TkZG7zBpsUX3RzlfYT-TxkRl5P_rXI6W1FYm4ghLjG0PKY8fRMuP4w9O4qEtyn8f8fNt78juwE6OWEbrwt0dSvh4NH-mcaUWXhSdlsrTBPZb_yvX5dIxcYf00KArwTKqZDs1eSMP95pi3aXR0kuftRQppgJy1L_oaC4A"
-    static let es256 = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.YCgfhJNZ87Mkzizzerbo2JAVnsnVJPMoTjgsFmHRUwlC8ARia_5O2nxeNI28YT56EExj9PnKng_T0GZ3rM78Wg"
-    static let es256NoKid = "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.4PyGVkEO-BgBwunCb4HuXlMMUfJsMJuSlbyTHL4blLYJVi9CAoR1ZuQuRj4cwj4e9sgxcapszEkxWsDK3AwIUQ"
-    static let rs256SignedByKey2WithKid1 = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.RwkTUHYYtNumUPQOTUoQiTV_CIsB-MmnlPds0bytvbGUdwHWPS9n1_N-mZPtxya61aV-coW7JsmcQ2l5NCSLg_U0o2VBAPyedn9q7R9T6cthDahyfe3JxVvSFoWE5JAi7logzohD4AXvjx5y1kU3HOj1j2UuaDKH8VavYxCQlHmhyOmvoPrCp4cGP8LxIAblw5daV6MYOQb_eRSTagn_uCC0mhVXj2tJhv8vweD-tubSI-2fKUothAQmXWJAg0wAq0pljBTrq4G67v15Gtzm_beT48jSIlVxsJcpxUsGvSRggyW4ptTcQ82-XDqRryAE-HBYY80tRWePPrDyKdxtHg"
-    static let es256SignedByKey2WithKid1 = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.Nn9Wpawo-2J767BQKefedXXNRNTczPtwnezblpKmGAsSbvPErZEIKt4yO4oJxMVULp9PUSfapAQlATAmJ-sFSA"
+    static let hs256Binary = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTIiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLTIiLCJleHAiOjQxMDI0NDQ4MDB9.JYLhFAqhkQjHuR3f5SQUhyZ5s5Hj9TdAmexOG1aHT8g"
+    static let hs256NoKid = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLTIiLCJleHAiOjQxMDI0NDQ4MDB9.ZiZXLZWdX-jUq3wrIqSR2S9VTEWKsrOv15Wr1oO4fOU"
+    static let rs256 = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.YlL4bF_u27xZJmKst8NVS04DlTVwNsVilDE2_ny9qrCLMxk9EEsyxw-B2DV_Il00nTeO5ynVySNrNOf5ls5UzUo_WRtdAgGOHmQ5nJz9gN5OvF1cMatcpl1vVGnb9OkghERUFwEu80ubDhJGQuWLCqNEdDVrBpEzl7AyJ7m3WX6H_YtSAOnXdiWA4RtxjSIzkFNvo6sjzb5d79Mm9x1GQyfFrZs61or1axBYJs8imnD257ncfleQBPtW2wCnoyahwGArnZs_U1eoaFMNHK5l8HaQtIAPQu2bpqMMsJkcZ4nGz9SRNeXpXPhKu4OEqVWyrfcK85w-zl-xunMottNv4g"
+    static let rs256NoKidKey2 = "eyJhbGciOiJSUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJ1c2VyLXJzMiIsImV4cCI6NDEwMjQ0NDgwMH0.YoMaD8Rc0Hqg9BLLuoY8GrSpY9S1er-cf8_swp_rZGNdNZ6sUgsIqkK9gxDGQgHy8m7k8xqvlyY-vxaYIKLtZmUQniNk-l1B608kbwYBHNW2EzNlM2XwAoEG1dkmdXqIybd_ZEu7O6LKaOKl8ebgx9SOOVOJq3THjO8ThBMMFjx6eNxvkvujMntkHqm9wP3cyoHz5VmHud8uUMQVaKpSgVRnK6_ZMZwNmzroB8kD3UL5eL_08e2upvwzSTdeP3U_yXk-juO9yBJVuGnPyb0_jh49SjFEc9UjHMt2ATmyu9IUC1zYQcuV43efijFit8LpVfj09fZCIDfoNNbRQWzcdQ"
+    static let es256 = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.AI0nC2u_yF6InC8cIlMvSDdI6-ZT-XiBWnuO7sbOTy8y-iUDDMirEndrJUE6MLV0QZxS1cbc41QbJ9GmBHOuCg"
+    static let es256NoKid = "eyJhbGciOiJFUzI1NiIsInR5cCI6IkpXVCJ9.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.4B63HhySS7EWYXIdZCQuYpkogGMUlXKHTW9l-7ewBlQNi8iJQf_7BvH_IhFLoAnmG2Ynw61fBeWwWsBUyjJp7Q"
+    static let rs256SignedByKey2WithKid1 = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.P12OWAIKc4pit3WkTO0398nArXvZUfHtHCwjBH4A62E9FJqOnmE7NbeaTcx0qSk7hzedKalOPlqlXYGjv0HLgBAXVq2et6EGDIIQPLGxaWkHiY7KyTHaqJlzzqPBrdPBx6uBN6IM1l2yDz4tjAjJvm-2x6dJi_7c1aau7PXGfgqUg119HT6NsfEHJ_MqTwns72A7SWu-onWep_uiLd5D0D8NBkUUU-vcOIWA8dwsIFzvnP1QeExdBzPq4NjnZiQOuFLi91hHOkBjzzzwbsuEQIkuYtTMF47a2rOHuYKptysdYiH08ETqQI2P0etsAh7yOlj2JAO1imIqnrT2tnvA0w"
+    static let es256SignedByKey2WithKid1 = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.S33sKSm5wNC6ceKqS9rOevZkMu3Kl9kuOHO2vLmVT4Ei0DQo1lQ6LnEqKMK_SWYfd80r-FCxsycctTEnLoKLzw"
     static let hs256WrongSecret = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJzdWIiOiJzdWJqZWN0LTEiLCJleHAiOjQxMDI0NDQ4MDAsImlhdCI6MTcwMDAwMDAwMCwic2NvcGUiOiJwdXNoIn0.fWfdTekT5KPY7sLamlovyzKOMmIwqeOTVUGN1WvAgjU"
-    static let rs256UnknownKid = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTkiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.rCMJV7ADw0tP1Wmck6A1m24lCSfeH-CIlX2vGYu7fsO5DwCABXIP1DLh5JAHqRmJN-wydaI5ucNiQTLw2qx1zQmJLbxdLMa1WcqDi6Tk7m2YPzMhml5TeXE_7G3cNErADb1GklB6xQcMULwjCU9C7DXJkajEsHPn-sVWVnW_pNMb_y7Hv9ENQwkfsWc0EXPhyqjmc521X8lkx2ei4otDS8VA-JDW6zWMct0F44KHGLoD38dIFnZombpyn6K9NY67gu7WJm0OZZ_aehrRaMybxagBs1cv4zhQcdyblyW12vVUKEuOyFYsthLEaNHSjJ09HqylvN9AePSWS0wEWVf9NQ"
-    static let es256WithRSAKid = "eyJhbGciOiJFUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.wuKo6QC0mPnBXE8Ba5qVkWbnGM5SrhGiqDklwxeJpYyjz_mlzS2yyGaaaQ76QZFiRQv0k9uqMOBEAansCQetNw"
-    static let es256DERSignature = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVzLTEifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.MEQCIDqLxAPFYq_boCnE9HqirAOuYUcwF-fi5v_ag-NQR5OOAiBL99f2bmkeLMs04PlbdU_P4R4O-3ei30weI0Lrtoa-nA"
+    static let rs256UnknownKid = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTkiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.kIxoXYvSPaLTfbrywLEC3QDkgwlDrB8I93-pQhYyjvrTP7ASey86pjcJfsKdprTNt9GtOmsrXFrO_9nV_Sh5jsyiq2iL8C0e4r8sKNQ8oZuhR2PydtRUM8YwiLWvIW3RDGO1PVaITBsDYmxb-vXIyWbUCn8EGSX_PQJTjH0qgmHt7ai1YDx-68bs7A-UGMP3RJqcY9lrU4LXLlyJlvGdFfPVFBj06Uz6DpHfBD7h_Hzqw_5WsQuTuPsPdpHk8GtnIJvJYNUR4bb6lGb_ZQ1vOp6I4iyyzYmxb0HbuS5Hl0Nj49EUXFlrDEDmjSRvlHJdbtFSaX25nAuwHzUGadI0Rw"
+    static let es256WithRSAKid = "eyJhbGciOiJFUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.voeS1GPcsp6zyU248Svqe5vL_261FUOPdnzmxdntgQ0pG0JJrp8NZTX6WhzxTw-hTOMyS6iY5ko5VkLloEcJKA"
+    static let es256DERSignature = "eyJhbGciOiJFUzI1NiIsImtpZCI6ImVzLTEifQ.eyJ1aWQiOiJ1c2VyLWVzIiwiZXhwIjo0MTAyNDQ0ODAwfQ.MEYCIQC2a5C9jMfxIyfYugfP3vUVn_oBcY_szR3T1XbN7mn63wIhAP2lf0SfoBFqkTVjSt-UedL5bOFbdLd_a7qKOm1mPyfX"
     static let algNone = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ."
     static let hs512 = "eyJhbGciOiJIUzUxMiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDB9.tpNeKFcZ0wrkOLjgSbOlpojZCSJ6BuJOIYnjbIps9hCezjyEnmRpuv7R3BY6qo5SkEOLSVOWAEBvXkGuxRH81Q"
-    static let confusionRSAPEMKid = "eyJhbGciOiJIUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ.FQFBIWE_YKEXIKbnBpfz5wmS0ZRPngVWQTy2tFtEQpY"
-    static let confusionRSAPEMNoKid = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ.EoHFT38M7a7l_bjLAXYBnvNuPBQDDbkWMxhsmMJtiu0"
-    static let confusionECPEMNoKid = "eyJhbGciOiJIUzI1NiJ9.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ.1nyLscis5Vx1JfjDumPSoeNLjT6S5pK63QWKfFq_dMw"
+    static let confusionRSAPEMKid = "eyJhbGciOiJIUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ.RL4cUct-VSJO-psZE1vuNN4yh-Yw4u9loMubRnW8BBY"
+    static let confusionRSAPEMNoKid = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ.FYqT8q7hlREn2jstvsZzymCZmP5_NAUABIkd-qYgjQQ"
+    static let confusionECPEMNoKid = "eyJhbGciOiJIUzI1NiJ9.eyJ1aWQiOiJyb290IiwiZXhwIjo0MTAyNDQ0ODAwfQ.Zb5TgGRiSTpNjZLx_G4kkjUAdmSHVmxUvHuFME8dtxU"
     static let expired = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjE3MDAwMDAwMDB9.5GBEgZwKBBqa5HoTZ4F4kG9MftjKNuT9MxxsIMOWyN4"
     static let expDecimal = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjE3MDAwMDAwMDAuNX0.8rmD61LMadDV3b0hRGeAVvNTQE2imJKoU9a3cEWjcPA"
     static let expExponent = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjEuN2U5fQ.f8YLHE7Ntgj3UC41td1xdF4d4GrI5JuYjUiL0ToRP7E"
@@ -482,7 +564,19 @@ enum Fixtures {
     static let subOnly = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJzdWJqZWN0LW9ubHkiLCJleHAiOjQxMDI0NDQ4MDB9.JuzUtyACpZq2mQitMPB-WFR5fW0Nj_roaf7xD--r3rc"
     static let uidEmptySub = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiIiLCJzdWIiOiJzdWJqZWN0LTIiLCJleHAiOjQxMDI0NDQ4MDB9.CSDQlyMs6qWaTpUYlIj3zMP7FzGssx8SAegxQ4OiU2U"
     static let uidNumberSub = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOjQyLCJzdWIiOiJzdWJqZWN0LTMiLCJleHAiOjQxMDI0NDQ4MDB9.n3UrGG71a27ApHB-N4QG5SgderDXtjP1NtFbSmkDvzk"
+    static let uidNullSub = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOm51bGwsInN1YiI6InN1YmplY3QtNCIsImV4cCI6NDEwMjQ0NDgwMH0.8ZbgBLM-YT7aFRtLwB7cAcWcykjvUqrApj1v4H4Q2Bo"
     static let noUID = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJuYW1lIjoibm9ib2R5IiwiZXhwIjo0MTAyNDQ0ODAwfQ.2YZguZr5Rg3WaKmX060sQ0zqKAVriZDBsc5ltmYNJo8"
+    static let issAud = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjoicHJvamVjdC0xIn0.zDzRD5Q226W7rfB0KHXMEvPd_06Aa9AexaV7WLobHxQ"
+    static let issAudArray = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjpbIm90aGVyIiwicHJvamVjdC0xIl19.jgBO-WEeznSyV35Wh8N6FA_cgqoB6e3ZhxwB-fLNvVg"
+    static let rs256IssAud = "eyJhbGciOiJSUzI1NiIsImtpZCI6InJzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiJ1c2VyLXJzIiwiZXhwIjo0MTAyNDQ0ODAwLCJpc3MiOiJodHRwczovL2lzc3Vlci5leGFtcGxlL3Byb2plY3QtMSIsImF1ZCI6WyJwcm9qZWN0LTEiXX0.CAn08j687iuKSO9s0UFrTmT5PiUM3xD9FvQqTj8eUu05Iwx7hEULfAxUngReelRvj15ZYQK0uA2SgOwLk6Td_oNUo7YsqacHgNfZNvFzlXpwDac3tpqv6xD2fVmUbHYyv7mksYzsn6UjpQ8kJzjIrAYK5wrdxGQN4wjc5qDCg7EsIXT_6xWdN6i07Pw74JflPo1WDCFaSsLGgwhBP9oKH4QFifnP1QAWYnVEKcod2L36_8A61Etpjl4H3VQ9wvZ-sg0kugTJzGT1D3Fxuke6C6HJbpbTkM-P_bU2w-E7an2DoQRotb4ivgeqPHOHafsNYKzY4YRiits0rOVbZsw4pQ"
+    static let otherIssuer = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0yIiwiYXVkIjoicHJvamVjdC0xIn0.7NxyIaWVl3aZNmQvnjiOKy6MIWSH4ZVYPD7f0ZCPKHY"
+    static let otherAudience = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjoicHJvamVjdC0yIn0.wZtzFv2_uG1D-wycFuYaNsLILPTYoBl-xhAiaBxnjTU"
+    static let audArrayWithout = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjpbInByb2plY3QtMiIsInByb2plY3QtMyJdfQ.SldeP5ixhFN6LaaxnqvbN3owR_hIZVD8wE1IiL-cdAk"
+    static let audArrayEmpty = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjpbXX0.xLi4j_ON81o2NK_IHRa6TvF141PBf2jsLASZ9bxnAdo"
+    static let audArrayMixed = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjpbInByb2plY3QtMSIsN119.55nhKcQKuVQ84e86rNOhdfNmeH1Y-vjviBq5AjD-d8E"
+    static let audNumber = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vaXNzdWVyLmV4YW1wbGUvcHJvamVjdC0xIiwiYXVkIjo3fQ.FqbeUFp3tzOKr_lpJHwA0tlstW_l0oPdWuDm-rWLbic"
+    static let issNumber = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6NywiYXVkIjoicHJvamVjdC0xIn0.1PAqVWnKbWfAwQ0BYlfLC2H8j5ansS2cJRc8ct5C11A"
+    static let issAudKelvin = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJ1aWQiOiJ1c2VyLTEiLCJleHAiOjQxMDI0NDQ4MDAsImlzcyI6Imh0dHBzOi8vXHUyMTJhYXRlLmV4YW1wbGUiLCJhdWQiOiJjYWZcdTAwZTkifQ.kZ2nMM_NfPR5pUlPmR1DTCBPDXjRCWqIRl-9j5ChIjM"
     static let emptySub = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.eyJzdWIiOiIiLCJleHAiOjQxMDI0NDQ4MDB9.SVYvwfsgbdrKh00pwZCGvNtG3e68V7THQaVc5k75kUA"
     static let payloadNotJSON = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.bm90IGpzb24.6gL-Y4Kp4jQa40csW3anPrSysynYpa9Md-wmvvvZjs0"
     static let payloadArray = "eyJhbGciOiJIUzI1NiIsImtpZCI6ImhzLTEiLCJ0eXAiOiJKV1QifQ.WzEsMiwzXQ.KzSNzPbw3Fx_vdG42UCY4ESB3ygA-Lq5FVxubh9UKzg"

@@ -113,7 +113,28 @@ def main() -> None:
     tokens["subOnly"] = enc({"sub": "subject-only", "exp": FAR}, hs1, "HS256", "hs-1")
     tokens["uidEmptySub"] = enc({"uid": "", "sub": "subject-2", "exp": FAR}, hs1, "HS256", "hs-1")
     tokens["uidNumberSub"] = enc({"uid": 42, "sub": "subject-3", "exp": FAR}, hs1, "HS256", "hs-1")
+    tokens["uidNullSub"] = enc({"uid": None, "sub": "subject-4", "exp": FAR}, hs1, "HS256", "hs-1")
     tokens["noUID"] = enc({"name": "nobody", "exp": FAR}, hs1, "HS256", "hs-1")
+    # Issuer and audience (the tests configure ISSUER / AUDIENCE).
+    iss, aud = "https://issuer.example/project-1", "project-1"
+    tokens["issAud"] = enc({"uid": "user-1", "exp": FAR, "iss": iss, "aud": aud}, hs1, "HS256", "hs-1")
+    tokens["issAudArray"] = enc({"uid": "user-1", "exp": FAR, "iss": iss, "aud": ["other", aud]}, hs1, "HS256", "hs-1")
+    tokens["rs256IssAud"] = enc({"sub": "user-rs", "exp": FAR, "iss": iss, "aud": [aud]}, rs1, "RS256", "rs-1")
+    tokens["otherIssuer"] = enc({"uid": "user-1", "exp": FAR, "iss": iss[:-1] + "2", "aud": aud}, hs1, "HS256", "hs-1")
+    tokens["otherAudience"] = enc({"uid": "user-1", "exp": FAR, "iss": iss, "aud": "project-2"}, hs1, "HS256", "hs-1")
+    tokens["audArrayWithout"] = enc({"uid": "user-1", "exp": FAR, "iss": iss, "aud": ["project-2", "project-3"]},
+                                    hs1, "HS256", "hs-1")
+    tokens["audArrayEmpty"] = enc({"uid": "user-1", "exp": FAR, "iss": iss, "aud": []}, hs1, "HS256", "hs-1")
+    tokens["audArrayMixed"] = compact({"alg": "HS256", "kid": "hs-1"},
+                                      {"uid": "user-1", "exp": FAR, "iss": iss, "aud": [aud, 7]}, hs(hs1))
+    tokens["audNumber"] = compact({"alg": "HS256", "kid": "hs-1"}, {"uid": "user-1", "exp": FAR, "iss": iss, "aud": 7},
+                                  hs(hs1))
+    tokens["issNumber"] = compact({"alg": "HS256", "kid": "hs-1"}, {"uid": "user-1", "exp": FAR, "iss": 7, "aud": aud},
+                                  hs(hs1))
+    # Canonically equivalent to the configured issuer / audience but other bytes: K vs KELVIN SIGN (U+212A),
+    # precomposed é vs e + COMBINING ACUTE ACCENT.
+    tokens["issAudKelvin"] = enc({"uid": "user-1", "exp": FAR, "iss": "https://\u212aate.example", "aud": "caf\u00e9"},
+                                 hs1, "HS256", "hs-1")
     tokens["emptySub"] = enc({"sub": "", "exp": FAR}, hs1, "HS256", "hs-1")
     # Malformed but correctly signed.
     tokens["payloadNotJSON"] = jwt.api_jws.encode(b"not json", hs1, algorithm="HS256", headers={"kid": "hs-1"})

@@ -118,4 +118,24 @@ final class ByteIdentityTests: XCTestCase {
             XCTAssertEqual(index.allSubscriptions().map(\.subscriber.uid), [a], name)
         }
     }
+
+    /// Keys are split on the byte `/`: a key that starts with a combining mark is not glued onto the `/`
+    /// before it (found by FuzzStateRecord: such a subscription changed identity after a restart).
+    func testPathKeysAreSplitOnTheSlashByte() throws {
+        XCTAssertEqual(try DataPath("\u{301}x").segments, ["\u{301}x"])
+        XCTAssertEqual(try DataPath("/\u{301}x").segments, ["\u{301}x"])
+        XCTAssertEqual(try DataPath("a/\u{301}b").segments, ["a", "\u{301}b"])
+        XCTAssertEqual(try DataPath("a/\u{301}b/").segments, ["a", "\u{301}b"])
+        XCTAssertEqual(try DataPath("a/\u{301}/b").segments, ["a", "\u{301}", "b"])
+        for text in ["\u{301}x", "a/\u{301}b", "\u{301}/\u{302}"] {
+            let path = try DataPath(text)
+            XCTAssertEqual(try DataPath(path.description), path, text)
+            let record = SubscriptionRecord(
+                app: "toto", subscription: Subscription(path: path, subscriber: SubscriberKey(token: "t"), settings: .init(mode: .value, expiresAt: 1)))
+            guard case .subscription(let decoded) = try StateRecord.decode(key: record.key, value: record.value) else {
+                return XCTFail("not a subscription")
+            }
+            XCTAssertEqual(decoded.subscription.path, path, text)
+        }
+    }
 }

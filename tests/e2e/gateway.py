@@ -49,7 +49,9 @@ def gateway_env(extra: Optional[dict] = None) -> dict:
 
 def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: str, dlq_topic: str, state_topic: str,
                 fcm_base_url: str, fcm_ca_file: str, apps: dict, kafka_properties: Optional[dict] = None) -> dict:
-    return {
+    """The gateway's configuration for a test. A cleartext (h2c) fake FCM needs ``allowInsecureEndpoints``, which
+    is set only then: the gateway refuses http:// provider endpoints without it."""
+    config = {
         "http": {"host": "127.0.0.1", "port": http_port},
         "kafka": {
             "brokers": brokers,
@@ -63,6 +65,9 @@ def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: s
         "logging": {"format": "json", "level": "info"},
         "apps": apps,
     }
+    if fcm_base_url.startswith("http://"):
+        config["allowInsecureEndpoints"] = True
+    return config
 
 
 def write_config(path: str, config: dict) -> str:

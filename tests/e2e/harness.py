@@ -39,11 +39,15 @@ def load_fake_fcm_module():
 
 
 class FakeFCM:
-    """The fake FCM server (in this process, TLS + HTTP/2 via ALPN) and its recorded requests."""
+    """The fake FCM server (in this process, TLS + HTTP/2 via ALPN, or cleartext h2c with ``tls=False``) and its
+    recorded requests."""
 
-    def __init__(self, workdir: str):
+    def __init__(self, workdir: str, tls: bool = True):
         module = load_fake_fcm_module()
-        self.server = module.FakeFCMServer(tls_dir=os.path.join(workdir, "fake-fcm-tls"))
+        if tls:
+            self.server = module.FakeFCMServer(tls_dir=os.path.join(workdir, "fake-fcm-tls"))
+        else:
+            self.server = module.FakeFCMServer()
         self.workdir = workdir
 
     def start(self) -> "FakeFCM":

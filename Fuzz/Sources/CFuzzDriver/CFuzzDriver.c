@@ -1,0 +1,5 @@
+#include "CFuzzDriver.h"
+
+int CFuzzDriver_run(int argc, char **argv, int (*callback)(const uint8_t *data, size_t size)) {
+    return LLVMFuzzerRunDriver(&argc, &argv, callback);
+}
