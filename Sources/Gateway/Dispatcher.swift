@@ -134,7 +134,7 @@ public final class Dispatcher: Sendable {
         case .queued:
             break
         case .failed(let failure):
-            metrics.notificationFailed(provider: delivery.sender.provider, reason: failure.reason)
+            metrics.notificationFailed(provider: delivery.sender.provider, failure: failure)
             if let retries { settled = await retries.handle(failure, of: delivery) }
         }
         return (outcome, settled)

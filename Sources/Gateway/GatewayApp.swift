@@ -92,6 +92,7 @@ public struct GatewayApp {
         let retries = RetryService(
             store: store, stateLog: stateLog, dispatcher: dispatcher, ownership: ownership, metrics: metrics, logger: logger)
         stateLog.setRetrySink(retries)
+        metrics.timeStateLoad { await stateLog.waitUntilLoaded(); return stateLog.isLoaded }
         dispatcher.setRetries(retries)
         let pipelineBox = PipelineBox()
         consumerProperties["statistics.interval.ms"] = consumerProperties["statistics.interval.ms"] ?? "5000"

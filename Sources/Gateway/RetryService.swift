@@ -200,7 +200,7 @@ final class RetryService: Service, RetrySink, Sendable {
             metrics.retryOutcome("delivered")
             queue.withLock { $0.completed(key) }
         case .failed(let failure):
-            metrics.notificationFailed(provider: sender.provider, reason: failure.reason)
+            metrics.notificationFailed(provider: sender.provider, failure: failure)
             if failure.kind == .tokenDead {
                 queue.withLock { $0.completed(key) }
                 _ = await revokeDeadToken(key, reason: failure.reason)

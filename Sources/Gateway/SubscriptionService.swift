@@ -241,6 +241,7 @@ struct Probe: OperationsProbe {
     /// Gauges are computed at scrape time from the store (no bookkeeping on the hot path).
     func metricsText() -> String {
         let counts = store.counts()
+        metrics.recordProbe(ready: notReadyReason() == nil, stateLoaded: stateLog?.isLoaded ?? true)
         metrics.subscriptions.set(Double(counts.subscriptions))
         metrics.shadows.set(Double(counts.shadowsKept))
         return metrics.text()
