@@ -174,6 +174,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_LOG_FORMAT"], !value.isEmpty { logging.format = value }
         if let value = environment["PUSH_LOG_LEVEL"], !value.isEmpty { logging.level = value }
         if let value = environment["PUSH_APP_SETTINGS_DIR"] { appSettings.directory = value }
+        // SASL credentials from a Kubernetes Secret (env valueFrom.secretKeyRef), not in the configuration file.
+        if let value = environment["PUSH_KAFKA_SASL_USERNAME"], !value.isEmpty { kafka.properties["sasl.username"] = value }
+        if let value = environment["PUSH_KAFKA_SASL_PASSWORD"], !value.isEmpty { kafka.properties["sasl.password"] = value }
     }
 
     func validate() throws {

@@ -190,7 +190,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             if let time = entry.eventTime, entry.attempt == 0 { metrics.latency.record(max(0, clock() - time)) }
             completed(key)
         case .failed(let failure):
-            metrics.notificationFailed(provider: sender.provider, reason: failure.reason)
+            metrics.notificationFailed(provider: sender.provider, failure: failure)
             if failure.kind == .tokenDead {
                 tokenDead(key, reason: failure.reason)
             } else {

@@ -18,6 +18,12 @@ public final class GatewayMetrics: Sendable {
     public let latency: ValueHistogram
     public let retryBacklog: Gauge
     public let retryInFlight: Gauge
+    /// 1 while `/readyz` answers 200, else 0 (set at scrape time).
+    public let ready: Gauge
+    /// 1 while every state partition this replica owns is loaded, else 0 (set at scrape time).
+    public let stateLoaded: Gauge
+    /// How long the last load (or promotion) of an owned state partition took.
+    public let stateLoadDuration: Gauge
     private let counters = Mutex<[String: Counter]>([:])
 
     /// `pushgateway_<name>_<unit>`.
@@ -49,6 +55,30 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.name(
                 "end_to_end_latency", unit: "seconds", help: "From the change event's timestamp to the provider's answer"),
             buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30])
+        ready = registry.makeGauge(
+            descriptor: Self.name("ready", help: "1 while this replica is ready (GET /readyz answers 200), else 0"))
+        stateLoaded = registry.makeGauge(
+            descriptor: Self.name("state_loaded", help: "1 while every state partition this replica owns is loaded, else 0"))
+        stateLoadDuration = registry.makeGauge(
+            descriptor: Self.name(
+                "state_load_duration", unit: "seconds", help: "How long the last load (or promotion) of an owned state partition took"))
+        // Counters whose label values are known in advance start at 0, so that an alert on `increase()` sees
+        // their first increment (a series that appears at 1 has no increase).
+        for category in ["undecodable", "invalid"] { _ = counter("dead", Self.deadLetters, [("category", category)]) }
+        for outcome in ["delivered", "discarded", "dropped_unsubscribed"] {
+            _ = counter("retried", Self.retriesFinished, [("outcome", outcome)])
+        }
+        for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }
+        // Sends that failed for want of an OAuth access token (the alert on token refreshes reads them).
+        for (provider, reason) in [("fcm", "authentication"), ("hms", "hms_authentication")] {
+            _ = counter("failed", Self.failed, [("provider", provider), ("reason", reason)])
+        }
+    }
+
+    /// The probe's state, recorded when `/metrics` is scraped.
+    public func recordProbe(ready isReady: Bool, stateLoaded isLoaded: Bool) {
+        ready.set(isReady ? 1.0 : 0.0)
+        stateLoaded.set(isLoaded ? 1.0 : 0.0)
     }
 
     /// The counter of `descriptor` with `labels`, made on first use (labels have low cardinality).
@@ -77,6 +107,11 @@ public final class GatewayMetrics: Sendable {
     private static var deadLetters: MetricNameDescriptor {
         name("dead_letters", unit: "total", help: "Records written to the dead-letter topic")
     }
+    private static var ourFault: MetricNameDescriptor {
+        name(
+            "notifications_our_fault", unit: "total",
+            help: "Notifications refused because our request, configuration or credentials are wrong (nobody revoked)")
+    }
 
     public func notificationSent(provider: String) {
         counter("sent", Self.sent, [("provider", provider)]).increment()
@@ -84,6 +119,15 @@ public final class GatewayMetrics: Sendable {
 
     public func notificationFailed(provider: String, reason: String) {
         counter("failed", Self.failed, [("provider", provider), ("reason", reason)]).increment()
+    }
+
+    /// A provider refused a notification: counted by reason and, when it is our fault (SPEC §8: reported
+    /// loudly, nobody revoked), in `pushgateway_notifications_our_fault_total` too.
+    public func notificationFailed(provider: String, failure: DeliveryFailure) {
+        notificationFailed(provider: provider, reason: failure.reason)
+        if failure.kind == .ourFault {
+            counter("ourfault", Self.ourFault, [("provider", provider), ("reason", failure.reason)]).increment()
+        }
     }
 
     public func revoked(reason: String, count: Int = 1) {
@@ -155,18 +199,10 @@ public final class GatewayMetrics: Sendable {
         }
     }
 
-    private static var loadDuration: MetricNameDescriptor {
-        name("state_load_duration", unit: "seconds", help: "Time to load (or promote) one owned state partition")
-    }
-    private let lastLoad = Mutex<Gauge?>(nil)
-
     /// A partition finished loading in `seconds`.
     func stateLoaded(seconds: Double) {
         counter("loads", Self.name("state_loads", unit: "total", help: "State partitions loaded for ownership"), []).increment()
-        lastLoad.withLock { gauge in
-            if gauge == nil { gauge = registry.makeGauge(descriptor: Self.loadDuration) }
-            gauge?.set(seconds)
-        }
+        stateLoadDuration.set(seconds)
     }
 
     /// A librdkafka client replaced after a fatal error (`producer`).

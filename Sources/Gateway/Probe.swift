@@ -16,6 +16,7 @@ struct Probe: OperationsProbe {
             metrics.shadows.set(Double(counts.shadowsKept))
             let (owned, ready) = health.partitions
             metrics.setPartitions(held: store.held, owned: owned, ready: ready)
+            metrics.recordProbe(ready: health.notReadyReason == nil, stateLoaded: owned.isSubset(of: ready))
         }
         return metrics.text()
     }

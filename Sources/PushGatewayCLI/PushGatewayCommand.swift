@@ -11,7 +11,7 @@ struct PushGatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-gateway",
         abstract: "Wakes mobile apps when data they subscribed to changes.",
-        subcommands: [Run.self, Publish.self, DecodeCommand.self],
+        subcommands: [Run.self, Publish.self, DecodeCommand.self, CheckCredentialsCommand.self],
         defaultSubcommand: Run.self)
 }
 

@@ -18,4 +18,44 @@ final class GatewayMetricsTests: XCTestCase {
         // Garbage is ignored.
         metrics.recordConsumerLag(statistics: Array("not json".utf8), topic: "datasync.changes")
     }
+
+    func testCountersWithKnownLabelsStartAtZero() {
+        let text = GatewayMetrics().text()
+        for series in [
+            #"pushgateway_dead_letters_total{category="undecodable"} 0"#,
+            #"pushgateway_dead_letters_total{category="invalid"} 0"#,
+            #"pushgateway_retries_finished_total{outcome="discarded"} 0"#,
+            #"pushgateway_app_settings_loads_total{result="refused"} 0"#,
+        ] {
+            XCTAssertTrue(text.contains(series), "\(series) missing in\n\(text)")
+        }
+    }
+
+    func testOurFaultFailuresAreCountedApart() {
+        let metrics = GatewayMetrics()
+        metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "THIRD_PARTY_AUTH_ERROR", kind: .ourFault))
+        metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "UNAVAILABLE", kind: .retryable))
+        metrics.notificationFailed(provider: "hms", failure: DeliveryFailure(reason: "hms_80300007", kind: .tokenDead))
+        let text = metrics.text()
+        XCTAssertTrue(text.contains(#"pushgateway_notifications_our_fault_total{provider="fcm",reason="THIRD_PARTY_AUTH_ERROR"} 1"#), text)
+        XCTAssertTrue(text.contains(#"pushgateway_notifications_failed_total{provider="fcm",reason="UNAVAILABLE"} 1"#), text)
+        XCTAssertFalse(text.contains(#"pushgateway_notifications_our_fault_total{provider="fcm",reason="UNAVAILABLE"}"#), text)
+        XCTAssertFalse(text.contains(#"pushgateway_notifications_our_fault_total{provider="hms""#), text)
+    }
+
+    func testProbeAndStateLoadGauges() async throws {
+        let metrics = GatewayMetrics()
+        metrics.recordProbe(ready: false, stateLoaded: false)
+        XCTAssertTrue(metrics.text().contains("pushgateway_ready 0"))
+        XCTAssertTrue(metrics.text().contains("pushgateway_state_loaded 0"))
+        metrics.recordProbe(ready: true, stateLoaded: true)
+        XCTAssertTrue(metrics.text().contains("pushgateway_ready 1"))
+        XCTAssertTrue(metrics.text().contains("pushgateway_state_loaded 1"))
+
+        metrics.stateLoaded(seconds: 0.25)
+        let line = metrics.text().split(separator: "\n").first { $0.hasPrefix("pushgateway_state_load_duration_seconds ") }
+        let seconds = line.flatMap { Double($0.split(separator: " ")[1]) } ?? 0
+        XCTAssertTrue(metrics.text().contains("pushgateway_state_loads_total 1"))
+        XCTAssertEqual(seconds, 0.25, String(line ?? "no line"))
+    }
 }

@@ -42,6 +42,13 @@ final class FCMMessageEncoderTests: XCTestCase {
         XCTAssertTrue(text(FCMMessageEncoder.encodeMessage(token: "t\"x", dataJSON: data)).hasPrefix(#"{"message":{"token":"t\"x","data":{"k":"v"},"#))
     }
 
+    func testValidateOnlyBodyIsTheSameMessageMarkedAsADryRun() {
+        let data = FCMMessageEncoder.encodeData([("k", "v")])
+        let real = text(FCMMessageEncoder.encodeMessage(token: "t", dataJSON: data))
+        let dryRun = text(FCMMessageEncoder.encodeMessage(token: "t", dataJSON: data, validateOnly: true))
+        XCTAssertEqual(dryRun, #"{"validate_only":true,"# + real.dropFirst())
+    }
+
     func testEncodedDataParsesBackToTheSameStrings() throws {
         let pairs: [(key: String, value: String)] = [("a", "\u{00}\u{1}x\"\\/\u{2028}é"), ("", "")]
         let encoded = FCMMessageEncoder.encodeData(pairs)

@@ -18,6 +18,13 @@ final class HMSUnitTests: XCTestCase {
             #"{"validate_only":false,"message":{"data":"{\"k\":\"v\"}","android":{"urgency":"HIGH"},"token":["t"]}}"#)
     }
 
+    func testValidateOnlyMarksATestMessage() {
+        let body = HMSMessageEncoder.encodeMessage(token: "t", dataJSON: Array(#"{"k":"v"}"#.utf8), validateOnly: true)
+        XCTAssertEqual(
+            String(decoding: body, as: UTF8.self),
+            #"{"validate_only":true,"message":{"data":"{\"k\":\"v\"}","android":{"urgency":"HIGH"},"token":["t"]}}"#)
+    }
+
     func testResultCodesRoundTrip() {
         for raw in ["80000000", "80100000", "80100001", "80100003", "80100004", "80200001", "80200003", "80300002",
                     "80300007", "80300008", "80300010", "80600003", "81000001", "12345678"] {

@@ -32,16 +32,19 @@ POST /token
     {"error": "invalid_grant" | "unsupported_grant_type" | "invalid_request", "error_description": "..."}.
 POST /v1/projects/{project}/messages:send
     Needs "Authorization: Bearer <issued, unexpired token>" (else 401 UNAUTHENTICATED), a JSON body with
-    message.token (non-empty string) and message.data values all strings (else 400 INVALID_ARGUMENT with
-    a google.rpc.BadRequest fieldViolation), and the project of the token's service account (else 403
-    PERMISSION_DENIED). Then applies injected errors, then answers 200
+    message.token (non-empty string) and message.data values all strings, and validate_only a boolean when
+    present (else 400 INVALID_ARGUMENT with a google.rpc.BadRequest fieldViolation), and the project of the
+    token's service account (else 403 PERMISSION_DENIED). Then applies injected errors, then answers 200
     {"name": "projects/{project}/messages/<id>"}. Every request is recorded.
+    "validate_only": true is FCM's dry run: every check above and the injected errors (FCM checks the device
+    token of a dry run too) apply, nothing is delivered, and the answer names FCM's dry-run message,
+    {"name": "projects/{project}/messages/fake_message_id"}; the record has "validate_only": true.
 
 Control API (for tests in other processes; JSON in and out)
 -----------------------------------------------------------
 GET  /_fake/requests
     {"sends": [{"time", "path", "project", "headers" {lowercase: value}, "body" (text), "json" (parsed or
-    null), "http_version" ("1.1"/"2"), "client_port", "token", "status"} ...],
+    null), "http_version" ("1.1"/"2"), "client_port", "token", "status", "validate_only"} ...],
      "send_count": N, "token_requests": [{"time", "http_version", "status", "client_email"}],
      "issued_tokens": N, "connections": number of distinct client ports seen by sends}
     (At most 100 000 sends are kept; send_count counts all.)
@@ -397,7 +400,7 @@ class FakeFCMApp:
         record: dict[str, Any] = {
             "time": time.time(), "path": scope["path"], "project": project, "headers": headers,
             "body": body.decode("utf-8", "replace"), "json": None, "http_version": scope.get("http_version"),
-            "client_port": client[1] if client else None, "token": None, "status": None,
+            "client_port": client[1] if client else None, "token": None, "status": None, "validate_only": False,
         }
         result = self.evaluate_send(project, headers, body, record)
         record["status"] = result[0]
@@ -426,6 +429,8 @@ class FakeFCMApp:
             return 400, rpc_error(400, "INVALID_ARGUMENT", f"Invalid JSON payload received. {error}"), {}
         record["json"] = document
         violation = validate_message(document)
+        if isinstance(document, dict) and document.get("validate_only") is True:
+            record["validate_only"] = True
         message = document.get("message") if isinstance(document, dict) else None
         token = message.get("token") if isinstance(message, dict) else None
         record["token"] = token if isinstance(token, str) else None
@@ -436,6 +441,8 @@ class FakeFCMApp:
         injection = self.state.take_injection(record["token"])
         if injection is not None:
             return injection.status, injection.body, dict(injection.headers)
+        if record["validate_only"]:
+            return 200, {"name": f"projects/{project}/messages/fake_message_id"}, {}
         message_id = self.state.next_message_id()
         return 200, {"name": f"projects/{project}/messages/0:{message_id}%fake"}, {}
 
@@ -469,6 +476,8 @@ class FakeFCMApp:
 
 def validate_message(document: Any) -> tuple[str, str] | None:
     """(field, description) of the first violation of the send request's shape, like FCM reports it."""
+    if isinstance(document, dict) and "validate_only" in document and not isinstance(document["validate_only"], bool):
+        return "validate_only", f"Invalid value at 'validate_only' (TYPE_BOOL), {json.dumps(document['validate_only'])}"
     if not isinstance(document, dict) or not isinstance(document.get("message"), dict):
         return "message", "Invalid value at 'message': a Message object is required."
     message = document["message"]

@@ -35,14 +35,15 @@ POST /v1/{appId}/messages:send
        80300010, data over 4096 bytes -> 200 80300008.
     3. Injected responses (per-token queues first, then the global one).
     4. 200 {"code": "80000000", "msg": "Success", "requestId": "..."}.
-    Every request is recorded.
+    Every request is recorded. "validate_only": true is a test message: the same checks and answers, delivered to no
+    device; its record has "validate_only": true.
 
 Control API (for tests in other processes; JSON in and out)
 -----------------------------------------------------------
 GET or POST /_control/sends
     {"sends": [{"time", "method", "path", "app_id", "headers" {lowercase: value}, "body" (text), "json" (parsed
     or null), "data" (message.data string or null), "tokens" (list or null), "token" (the only token, else
-    null), "http_version" ("1.1"/"2"), "client_port", "status", "code"} ...], "send_count": N,
+    null), "http_version" ("1.1"/"2"), "client_port", "status", "code", "validate_only"} ...], "send_count": N,
     "token_requests": [{"time", "http_version", "status", "client_id"}], "issued_tokens": N,
     "connections": number of distinct client ports seen by sends}   (at most 100 000 sends are kept)
 POST /_control/reset
@@ -346,7 +347,7 @@ class FakeHMSApp:
             "time": time.time(), "method": scope["method"], "path": scope["path"], "app_id": app_id,
             "headers": headers, "body": body.decode("utf-8", "replace"), "json": None, "data": None,
             "tokens": None, "token": None, "http_version": scope.get("http_version"),
-            "client_port": client[1] if client else None, "status": None, "code": None,
+            "client_port": client[1] if client else None, "status": None, "code": None, "validate_only": False,
         }
         status, payload, response_headers = self.evaluate_send(app_id, headers, body, record)
         record["status"] = status
@@ -376,6 +377,7 @@ class FakeHMSApp:
         except (ValueError, UnicodeDecodeError):
             return 400, self.answer("80100003", "Incorrect message structure: the body is not JSON"), {}
         record["json"] = document
+        record["validate_only"] = isinstance(document, dict) and document.get("validate_only") is True
         message = document.get("message") if isinstance(document, dict) else None
         if not isinstance(message, dict):
             return 400, self.answer("80100003", "Incorrect message structure: message must be an object"), {}

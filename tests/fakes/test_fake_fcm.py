@@ -144,6 +144,31 @@ def test_send_records_and_answers_a_message_name(client, server, access_token):
     assert record["headers"]["authorization"] == f"Bearer {access_token}"
 
 
+def test_validate_only_is_a_dry_run(client, server, access_token):
+    def dry_run(validate_only, token="t1", data=None):
+        return client.request("POST", "/v1/projects/fake-project/messages:send",
+                              {"validate_only": validate_only, "message": {"token": token, "data": data or {"a": "b"}}},
+                              {"Authorization": f"Bearer {access_token}", "Content-Type": "application/json"})
+
+    status, _, payload = dry_run(True)
+    assert (status, payload) == (200, {"name": "projects/fake-project/messages/fake_message_id"})
+    record = server.state.snapshot()["sends"][-1]
+    assert record["validate_only"] is True and record["token"] == "t1"
+    # The same checks as a real send: the message, and the device token (injected errors apply).
+    status, _, payload = dry_run(True, data={"a": 1})
+    assert (status, payload["error"]["details"][0]["fieldViolations"][0]["field"]) == (400, "message.data[0].value")
+    server.state.inject(error="UNREGISTERED", token="dead")
+    status, _, payload = dry_run(True, token="dead")
+    assert (status, payload["error"]["details"][0]["errorCode"]) == (404, "UNREGISTERED")
+    # validate_only must be a boolean; false is a real send.
+    status, _, payload = dry_run("yes")
+    assert status == 400
+    assert payload["error"]["details"][0]["fieldViolations"][0]["field"] == "validate_only"
+    status, _, payload = dry_run(False)
+    assert status == 200 and payload["name"] != "projects/fake-project/messages/fake_message_id"
+    assert server.state.snapshot()["sends"][-1]["validate_only"] is False
+
+
 def test_send_requires_a_valid_access_token(client):
     status, headers, payload = client.send("ya29.unknown", {"token": "t1"})
     assert status == 401

@@ -101,6 +101,17 @@ def test_client_credentials_grant_issues_a_bearer_token(client, app):
     assert payload["access_token"].startswith("CgB6e3x9")
 
 
+
+def test_validate_only_is_a_test_message(client, server, access_token):
+    status, _, payload = client.send(access_token, message("t1"), validate_only=True)
+    assert (status, payload["code"]) == (200, "80000000")
+    assert server.state.snapshot()["sends"][-1]["validate_only"] is True
+    server.inject(code="80300007", token="dead")
+    status, _, payload = client.send(access_token, message("dead"), validate_only=True)
+    assert payload["code"] == "80300007"
+    client.send(access_token, message("t1"))
+    assert server.state.snapshot()["sends"][-1]["validate_only"] is False
+
 @pytest.mark.parametrize("client_id, secret, grant, sub_error", [
     (APP_ID, "wrong", "client_credentials", 20356),
     ("424242", "s3cr+t/=", "client_credentials", 20003),

@@ -53,6 +53,12 @@ public final class FCMClient: Sendable {
         await send(token: token, body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON))
     }
 
+    /// A dry run (`validate_only`): FCM checks our credentials, the project, the message and the device token
+    /// without delivering anything (`push-gateway check-credentials`).
+    public func validate(token: String, dataJSON: some Collection<UInt8>) async -> FCMSendResult {
+        await send(token: token, body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, validateOnly: true))
+    }
+
     private func send(token pushToken: String, body: [UInt8]) async -> FCMSendResult {
         var refreshedAfter401 = false
         while true {

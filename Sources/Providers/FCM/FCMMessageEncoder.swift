@@ -4,8 +4,9 @@ import CompactJSON
 ///
 /// The body is exactly
 /// `{"message":{"token":"<t>","data":{<data>},"android":{"priority":"high"},"apns":{"headers":{"apns-push-type":"background","apns-priority":"5"},"payload":{"aps":{"content-available":1}}}}}`:
-/// a data message, high priority on Android, and a background (silent) push through APNs on iOS.
-/// String escaping is described on ``encodeData(_:)``.
+/// a data message, high priority on Android, and a background (silent) push through APNs on iOS. With
+/// `validateOnly` the body starts `{"validate_only":true,"message":…`: FCM checks the request (credentials,
+/// project, message, token) without delivering it. String escaping is described on ``encodeData(_:)``.
 public enum FCMMessageEncoder {
     /// Encodes data pairs as a compact JSON object, in the given order: `{"k1":"v1","k2":"v2"}`.
     ///
@@ -27,9 +28,9 @@ public enum FCMMessageEncoder {
 
     /// The complete request body for `token` with an already serialised data object (`{...}`, e.g. from
     /// ``encodeData(_:)``), copied verbatim.
-    public static func encodeMessage(token: String, dataJSON: some Collection<UInt8>) -> [UInt8] {
+    public static func encodeMessage(token: String, dataJSON: some Collection<UInt8>, validateOnly: Bool = false) -> [UInt8] {
         var writer = JSONStreamWriter(reservingCapacity: 256 + token.utf8.count + dataJSON.count)
-        writeMessage(token: token, into: &writer) { $0.raw(dataJSON) }
+        writeMessage(token: token, validateOnly: validateOnly, into: &writer) { $0.raw(dataJSON) }
         return writer.bytes
     }
 
@@ -45,9 +46,9 @@ public enum FCMMessageEncoder {
     }
 
     private static func writeMessage(
-        token: String, into writer: inout JSONStreamWriter, data: (inout JSONStreamWriter) -> Void
+        token: String, validateOnly: Bool = false, into writer: inout JSONStreamWriter, data: (inout JSONStreamWriter) -> Void
     ) {
-        writer.raw(#"{"message":{"token":"#)
+        writer.raw(validateOnly ? #"{"validate_only":true,"message":{"token":"# : #"{"message":{"token":"#)
         writer.string(token)
         writer.raw(#","data":"#)
         data(&writer)

@@ -85,6 +85,12 @@ public final class HMSClient: Sendable {
         await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, data: data))
     }
 
+    /// A dry run (`validate_only: true`, a test message): HMS checks our credentials, the app, the message and
+    /// the device token without delivering anything (`push-gateway check-credentials`).
+    public func validate(token: String, dataJSON: some Collection<UInt8>) async -> HMSSendResult {
+        await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, validateOnly: true))
+    }
+
     private func send(token pushToken: String, body: [UInt8]) async -> HMSSendResult {
         var refreshedOnce = false
         while true {

@@ -1,0 +1,291 @@
+import CurlHTTP
+import Foundation
+import Logging
+import Providers
+import Yams
+
+/// `push-gateway check-credentials APP`: checks an app's settings and provider credentials before real traffic.
+///
+/// 1. The app's settings, as the gateway would serve them (a file of `appSettings.directory` overriding the
+///    configuration's `apps` entry), are parsed and compiled: auth keys, rules, encryption keys, credential files.
+/// 2. FCM (when the app has a service account): an OAuth access token is fetched, then one `validate_only`
+///    message is sent, which FCM checks (credentials, project, API enabled, message, device token) and delivers
+///    to nobody.
+/// 3. HMS (when the app has HMS credentials): the same with a token from Huawei's OAuth endpoint and a
+///    `validate_only: true` test message.
+///
+/// Without a device token the dry runs use ``placeholderToken``: the provider then refuses the device token,
+/// which proves that it accepted our credentials and request. Nothing is sent to any device either way.
+public struct CredentialsCheck: Sendable {
+    /// One line of the report.
+    public struct Finding: Sendable, Equatable, CustomStringConvertible {
+        public enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
+        /// `settings`, `fcm` or `hms`.
+        public let subject: String
+        public let status: Status
+        public let message: String
+
+        public var description: String {
+            "\(subject.padding(toLength: 9, withPad: " ", startingAt: 0)) \(status.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)) \(message)"
+        }
+    }
+
+    /// The device token of a dry run when none is given: no provider knows it.
+    public static let placeholderToken = "push-gateway-check-credentials"
+    /// The data of the dry-run message.
+    static let dryRunData = Array(#"{"check":"credentials"}"#.utf8)
+
+    let configuration: GatewayConfiguration
+    let logger: Logger
+
+    public init(configuration: GatewayConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Runs the checks of `app`; the dry runs address `fcmToken` / `hmsToken` when given.
+    public func run(app: String, fcmToken: String? = nil, hmsToken: String? = nil) async -> [Finding] {
+        let http: HTTPClient
+        do {
+            http = try HTTPClient(
+                configuration: HTTPClientConfiguration(
+                    maxConnectionsPerHost: 1, caFile: configuration.fcm.caFile.isEmpty ? nil : configuration.fcm.caFile),
+                logger: logger)
+        } catch {
+            return [Finding(subject: "settings", status: .failed, message: "cannot start the HTTP client: \(error)")]
+        }
+        var findings: [Finding] = []
+        if let settings = settings(of: app, http: http, into: &findings) {
+            if !settings.fcmServiceAccountFile.isEmpty {
+                findings += await checkFCM(accountFile: settings.fcmServiceAccountFile, token: fcmToken, http: http)
+            }
+            if let hms = settings.hms {
+                findings += await checkHMS(hms, token: hmsToken, http: http)
+            }
+            if settings.fcmServiceAccountFile.isEmpty && settings.hms == nil {
+                findings.append(
+                    Finding(
+                        subject: "settings", status: .ok,
+                        message: "no FCM or HMS credentials: notifications go to the console sink (standard output)"))
+            }
+        }
+        await http.shutdown()
+        return findings
+    }
+
+    // MARK: Settings
+
+    /// The app's settings (file over inline entry), compiled as the gateway compiles them; nil when they fail.
+    private func settings(of app: String, http: HTTPClient, into findings: inout [Finding]) -> AppSettings? {
+        var settings = configuration.apps[app]
+        var origin = "apps.\(app) of the configuration"
+        if let file = settingsFile(of: app) {
+            do {
+                let text = try String(contentsOfFile: file, encoding: .utf8)
+                settings = try YAMLDecoder().decode(AppSettings.self, from: text)
+                origin = file
+            } catch {
+                findings.append(Finding(subject: "settings", status: .failed, message: "\(file): \(error)"))
+                return nil
+            }
+        }
+        guard let settings else {
+            let directory = configuration.appSettings.directory
+            findings.append(
+                Finding(
+                    subject: "settings", status: .failed,
+                    message: "no app \(app): not in `apps` and no \(app).yaml|.yml|.json in "
+                        + (directory.isEmpty ? "appSettings.directory (unset)" : directory)))
+            return nil
+        }
+        let builder = AppProfileBuilder(httpClient: http, fcm: fcmConfiguration, hms: hmsConfiguration, logger: logger)
+        do {
+            _ = try builder.build(name: app, settings: settings, previous: nil)
+        } catch {
+            findings.append(Finding(subject: "settings", status: .failed, message: "\(origin): \(error)"))
+            return nil
+        }
+        findings.append(
+            Finding(
+                subject: "settings", status: .ok,
+                message: "\(origin): valid (\(settings.authKeys.count) auth key(s), enabled: \(settings.enabled))"))
+        return settings
+    }
+
+    private func settingsFile(of app: String) -> String? {
+        let directory = configuration.appSettings.directory
+        guard !directory.isEmpty else { return nil }
+        return ["yaml", "yml", "json"].lazy.map { "\(directory)/\(app).\($0)" }.first {
+            FileManager.default.fileExists(atPath: $0)
+        }
+    }
+
+    private var fcmConfiguration: FCMConfiguration {
+        FCMConfiguration(
+            baseURL: configuration.fcm.baseURL, tokenURL: configuration.fcm.tokenURL.isEmpty ? nil : configuration.fcm.tokenURL,
+            requestTimeout: .milliseconds(configuration.fcm.requestTimeoutMs))
+    }
+
+    private var hmsConfiguration: HMSConfiguration {
+        HMSConfiguration(
+            baseURL: configuration.hms.baseURL, tokenURL: configuration.hms.tokenURL,
+            requestTimeout: .milliseconds(configuration.hms.requestTimeoutMs))
+    }
+
+    // MARK: FCM
+
+    private func checkFCM(accountFile: String, token: String?, http: HTTPClient) async -> [Finding] {
+        let client: FCMClient
+        let account: FCMServiceAccount
+        do {
+            account = try FCMServiceAccount(contentsOfFile: accountFile)
+            client = try FCMClient(serviceAccount: account, httpClient: http, configuration: fcmConfiguration, logger: logger)
+        } catch {
+            return [Finding(subject: "fcm", status: .failed, message: "\(accountFile): \(error)")]
+        }
+        let tokenURL = fcmConfiguration.tokenURL ?? account.tokenURI
+        if let error = await Self.tokenFailure(client.tokenManager) {
+            return [
+                Finding(
+                    subject: "fcm", status: .failed,
+                    message: "no OAuth access token for \(account.clientEmail) from \(tokenURL): \(error.message)"
+                        + Self.tokenHint(httpStatus: error.httpStatus))
+            ]
+        }
+        var findings = [
+            Finding(subject: "fcm", status: .ok, message: "OAuth access token obtained for \(account.clientEmail) from \(tokenURL)")
+        ]
+        let device = token ?? Self.placeholderToken
+        switch await client.validate(token: device, dataJSON: Self.dryRunData) {
+        case .sent:
+            findings.append(
+                Finding(
+                    subject: "fcm", status: .ok,
+                    message: "project \(account.projectID) accepted a validate_only message (delivered to nobody)"))
+        case .failed(let error):
+            findings.append(Self.dryRunFinding(
+                subject: "fcm", project: "project \(account.projectID)", classification: error.classification,
+                detail: Self.describe(error), placeholder: token == nil, hint: Self.fcmHint(error, project: account.projectID)))
+        }
+        return findings
+    }
+
+    static func describe(_ error: FCMError) -> String {
+        var parts: [String] = []
+        if let status = error.httpStatus { parts.append("HTTP \(status)") }
+        if let code = error.code { parts.append(code.description) } else if let status = error.status { parts.append(status) }
+        parts.append(error.message)
+        return parts.joined(separator: " ")
+    }
+
+    static func fcmHint(_ error: FCMError, project: String) -> String {
+        if error.code == .thirdPartyAuthError {
+            return " (the APNs or web push credentials uploaded to the Firebase project are refused)"
+        }
+        switch error.httpStatus {
+        case 401: return " (FCM refused our OAuth token)"
+        case 403:
+            return " (is the Firebase Cloud Messaging API enabled in project \(project), and does the service account"
+                + " have the role Firebase Cloud Messaging API Admin, permission cloudmessaging.messages.create?)"
+        case 404: return " (no Firebase project \(project)?)"
+        default: return ""
+        }
+    }
+
+    // MARK: HMS
+
+    private func checkHMS(_ settings: AppSettings.HMSSettings, token: String?, http: HTTPClient) async -> [Finding] {
+        var secret = settings.clientSecret
+        if !settings.clientSecretFile.isEmpty {
+            do {
+                secret = try String(contentsOfFile: settings.clientSecretFile, encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            } catch {
+                return [Finding(subject: "hms", status: .failed, message: "hms.clientSecretFile \(settings.clientSecretFile): cannot read it")]
+            }
+        }
+        let client: HMSClient
+        do {
+            client = try HMSClient(
+                credentials: HMSCredentials(appId: settings.appId, clientId: settings.clientId, clientSecret: secret),
+                httpClient: http, configuration: hmsConfiguration, logger: logger)
+        } catch {
+            return [Finding(subject: "hms", status: .failed, message: "\(error)")]
+        }
+        if let error = await Self.tokenFailure(client.tokenManager) {
+            var detail = error.message
+            if let oauth = error.oauthError { detail += " (error \(oauth)" + (error.oauthSubError.map { ", sub_error \($0)" } ?? "") + ")" }
+            return [
+                Finding(
+                    subject: "hms", status: .failed,
+                    message: "no OAuth access token for client \(settings.clientId) from \(hmsConfiguration.tokenURL): \(detail)"
+                        + Self.tokenHint(httpStatus: error.httpStatus))
+            ]
+        }
+        var findings = [
+            Finding(
+                subject: "hms", status: .ok,
+                message: "OAuth access token obtained for client \(settings.clientId) from \(hmsConfiguration.tokenURL)")
+        ]
+        switch await client.validate(token: token ?? Self.placeholderToken, dataJSON: Self.dryRunData) {
+        case .sent:
+            findings.append(
+                Finding(subject: "hms", status: .ok, message: "app \(settings.appId) accepted a validate_only test message (delivered to nobody)"))
+        case .failed(let error):
+            var detail = [error.httpStatus.map { "HTTP \($0)" }, error.code.map { "code \($0.rawValue)" }, error.message]
+                .compactMap { $0 }.joined(separator: " ")
+            if let request = error.requestID { detail += " (requestId \(request))" }
+            let hint = error.code?.rawValue == "80300002"
+                ? " (the app may not send to these devices: check the app ID and that Push Kit is enabled for it)" : ""
+            findings.append(Self.dryRunFinding(
+                subject: "hms", project: "app \(settings.appId)", classification: error.classification, detail: detail,
+                placeholder: token == nil, hint: hint))
+        }
+        return findings
+    }
+
+    // MARK: Shared
+
+    /// Why no access token could be had, or nil when one was.
+    static func tokenFailure<Failure>(_ cache: OAuthTokenCache<Failure>) async -> Failure? {
+        do throws(Failure) {
+            _ = try await cache.accessToken()
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    static func tokenHint(httpStatus: Int?) -> String {
+        guard let httpStatus else {
+            return " (no answer: check outbound HTTPS access to the token endpoint, or HTTPS_PROXY)"
+        }
+        return httpStatus == 400 || httpStatus == 401
+            ? " (the credentials are refused: wrong, revoked or deleted key or secret)" : ""
+    }
+
+    /// What a refused dry run says about our credentials.
+    static func dryRunFinding(
+        subject: String, project: String, classification: ProviderClassification, detail: String, placeholder: Bool,
+        hint: String
+    ) -> Finding {
+        switch classification {
+        case .tokenDead:
+            return placeholder
+                ? Finding(
+                    subject: subject, status: .ok,
+                    message: "\(project) accepted our credentials and refused the placeholder device token, as expected (\(detail))")
+                : Finding(
+                    subject: subject, status: .failed,
+                    message: "\(project) accepted our credentials but says the device token is invalid or unregistered (\(detail))")
+        case .ourFault:
+            return Finding(
+                subject: subject, status: .failed,
+                message: "\(project) refused our request or credentials: \(detail)\(hint)")
+        case .retryable:
+            return Finding(
+                subject: subject, status: .failed,
+                message: "inconclusive: \(project) or the way to it failed (\(detail)); try again, and check outbound access")
+        }
+    }
+}
