@@ -26,14 +26,16 @@ final class AppSettingsReloader: Service, Sendable {
     private let profiles: AppProfiles
     private let builder: AppProfileBuilder
     private let metrics: GatewayMetrics
+    private let board: AppStatusBoard?
     private let logger: Logger
     private let onChange: @Sendable ([String]) -> Void
     private let files = Mutex<[String: Entry]>([:])
 
     init(
         inline: [String: AppSettings], source: AppSettingsSource, profiles: AppProfiles, builder: AppProfileBuilder,
-        metrics: GatewayMetrics, logger: Logger, onChange: @escaping @Sendable ([String]) -> Void
+        metrics: GatewayMetrics, board: AppStatusBoard? = nil, logger: Logger, onChange: @escaping @Sendable ([String]) -> Void
     ) {
+        self.board = board
         self.inline = inline
         self.source = source
         self.profiles = profiles
@@ -49,6 +51,7 @@ final class AppSettingsReloader: Service, Sendable {
         for (name, settings) in inline.sorted(by: { $0.key < $1.key }) {
             do {
                 profiles.set(name, try builder.build(name: name, settings: settings, previous: nil))
+                board?.settingsLoaded(app: name, version: "inline", source: "main configuration")
             } catch {
                 throw ConfigurationError("apps.\(name): \(error.description)")
             }
@@ -109,12 +112,14 @@ final class AppSettingsReloader: Service, Sendable {
                     $0[app] = Entry(fingerprint: self.fingerprint(bytes, accountFile: account), accountFile: account)
                 }
                 profiles.set(app, try builder.build(name: app, settings: settings, previous: current))
+                board?.settingsLoaded(app: app, version: String(fingerprint.prefix(16)), source: url.path)
                 metrics.appSettingsLoaded(result: "loaded")
                 logger.notice(
                     "app settings loaded",
                     metadata: ["app": "\(app)", "file": "\(url.path)", "enabled": "\(settings.enabled)"])
                 changed.append(app)
             } catch {
+                board?.settingsRefused(app: app, file: url.path, reason: "\(error)")
                 metrics.appSettingsLoaded(result: "refused")
                 logger.error(
                     "app settings refused; the last good settings stay in force",

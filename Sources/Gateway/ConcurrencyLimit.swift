@@ -49,6 +49,7 @@ struct LimitedSender: PushSender {
     }
 
     var provider: String { inner.provider }
+    var project: String { inner.project }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
         await limit.acquire()

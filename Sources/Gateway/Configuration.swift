@@ -28,6 +28,32 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var standbyReplicas = 0
     }
 
+    /// The operators' endpoints (`/admin/apps`): closed unless a token is configured.
+    public struct Admin: Codable, Sendable, Equatable {
+        /// A file holding the admin bearer token (a mounted Secret); read at start.
+        public var tokenFile = ""
+        /// The token itself (prefer `tokenFile`, or `PUSH_ADMIN_TOKEN`).
+        public var token = ""
+
+        /// The token to require, nil when the admin endpoints are disabled.
+        public func resolvedToken() throws -> String? {
+            if !tokenFile.isEmpty {
+                do {
+                    let text = try String(contentsOfFile: tokenFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                    guard text.utf8.count >= 16 else { throw ConfigurationError("admin.tokenFile: the token must be at least 16 bytes") }
+                    return text
+                } catch let error as ConfigurationError {
+                    throw error
+                } catch {
+                    throw ConfigurationError("admin.tokenFile \(tokenFile): cannot read it")
+                }
+            }
+            guard !token.isEmpty else { return nil }
+            guard token.utf8.count >= 16 else { throw ConfigurationError("admin.token must be at least 16 bytes") }
+            return token
+        }
+    }
+
     /// Graceful shutdown (SIGTERM).
     public struct Shutdown: Codable, Sendable, Equatable {
         /// At most this long for records in flight to finish (before a revoke, and at shutdown); unfinished
@@ -96,6 +122,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var subscriptions = Subscriptions()
     public var state = State()
     public var shutdown = Shutdown()
+    public var admin = Admin()
     public var logging = Logging()
     /// Apps configured inline (more come from `appSettings.directory`).
     public var apps: [String: AppSettings] = [:]
@@ -167,6 +194,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_MEMBERS_TOPIC"], !value.isEmpty { kafka.membersTopic = value }
         if let value = environment["PUSH_HTTP_ADVERTISED_ADDRESS"], !value.isEmpty { http.advertisedAddress = value }
         if let value = try int("PUSH_STATE_STANDBY_REPLICAS") { state.standbyReplicas = value }
+        if let value = environment["PUSH_ADMIN_TOKEN"], !value.isEmpty { admin.token = value }
+        if let value = environment["PUSH_ADMIN_TOKEN_FILE"], !value.isEmpty { admin.tokenFile = value }
         if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
         if let value = environment["PUSH_HMS_BASE_URL"], !value.isEmpty { hms.baseURL = value }
@@ -245,7 +274,7 @@ public struct ConfigurationError: Error, CustomStringConvertible {
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
     enum CodingKeys: String, CodingKey {
-        case http, kafka, fcm, hms, subscriptions, state, shutdown, logging, apps, appSettings, allowInsecureEndpoints
+        case http, kafka, fcm, hms, subscriptions, state, shutdown, admin, logging, apps, appSettings, allowInsecureEndpoints
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -256,6 +285,7 @@ extension GatewayConfiguration {
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         state = try c.decodeIfPresent(State.self, forKey: .state) ?? State()
         shutdown = try c.decodeIfPresent(Shutdown.self, forKey: .shutdown) ?? Shutdown()
+        admin = try c.decodeIfPresent(Admin.self, forKey: .admin) ?? Admin()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? [:]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
@@ -283,6 +313,16 @@ extension GatewayConfiguration.State {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
         standbyReplicas = try c.decodeIfPresent(Int.self, forKey: .standbyReplicas) ?? standbyReplicas
+    }
+}
+
+extension GatewayConfiguration.Admin {
+    enum CodingKeys: String, CodingKey { case tokenFile, token }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        tokenFile = try c.decodeIfPresent(String.self, forKey: .tokenFile) ?? tokenFile
+        token = try c.decodeIfPresent(String.self, forKey: .token) ?? token
     }
 }
 

@@ -41,6 +41,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
     private let tickets: EventTickets
     private let payloads: PayloadBuilder
     private let metrics: GatewayMetrics
+    private let board: AppStatusBoard?
     private let logger: Logger
     private let policy: RetryPolicy
     private let maxInFlight: Int
@@ -48,7 +49,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     init(
         profiles: AppProfiles, store: StateStore, tickets: EventTickets, payloads: PayloadBuilder, metrics: GatewayMetrics,
-        logger: Logger, maxInFlight: Int = 2000, policy: RetryPolicy = .standard,
+        board: AppStatusBoard? = nil, logger: Logger, maxInFlight: Int = 2000, policy: RetryPolicy = .standard,
         clock: @escaping @Sendable () -> Double = { Date().timeIntervalSince1970 }
     ) {
         self.profiles = profiles
@@ -56,6 +57,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         self.tickets = tickets
         self.payloads = payloads
         self.metrics = metrics
+        self.board = board
         self.logger = logger
         self.maxInFlight = maxInFlight
         self.policy = policy
@@ -186,11 +188,13 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         switch await sender.send(token: entry.subscriber.token, payload: payload) {
         case .sent, .queued:
             metrics.notificationSent(provider: sender.provider)
+            board?.sent(app: entry.app, project: sender.project)
             if entry.attempt > 0 { metrics.retryOutcome("delivered") }
             if let time = entry.eventTime, entry.attempt == 0 { metrics.latency.record(max(0, clock() - time)) }
             completed(key)
         case .failed(let failure):
             metrics.notificationFailed(provider: sender.provider, failure: failure)
+            board?.failed(app: entry.app, project: sender.project, failure: failure)
             if failure.kind == .tokenDead {
                 tokenDead(key, reason: failure.reason)
             } else {
@@ -300,6 +304,22 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                     }
                 }
             }
+        }
+    }
+
+    /// The app's delivery state: notifications queued, those in lines that back off (stored retries), and
+    /// the end of its pause (a project quota), if any. O(lines).
+    func status(app: String, now: Double) -> (queued: Int, retrying: Int, pausedUntil: Double?) {
+        core.withLock { core in
+            var queued = 0
+            var retrying = 0
+            for key in core.queue.keys where key.app.bytesEqual(app) {
+                let count = core.queue.pending(for: key).count
+                queued += count
+                if core.queue.isBackingOff(key) { retrying += count }
+            }
+            let paused = core.queue.pausedUntil(scope: app).flatMap { $0 > now ? $0 : nil }
+            return (queued, retrying, paused)
         }
     }
 

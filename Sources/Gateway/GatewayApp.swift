@@ -130,14 +130,15 @@ public struct GatewayApp {
             consumer: groupConsumer, topic: changesTopic, maxInFlight: kafka.maxInFlightRecords, metrics: metrics)
         let tickets = EventTickets(onFinished: { partition, offset in ledger.finish(partition: partition, offset: offset) })
         let payloads = PayloadBuilder(metrics: metrics, logger: logger)
+        let board = AppStatusBoard()
         let delivery = DeliveryService(
-            profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger)
+            profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, board: board, logger: logger)
         let sweeper = RevocationSweeper(
             store: store, profiles: profiles, delivery: delivery, metrics: metrics,
             interval: .seconds(configuration.subscriptions.expirySweepSeconds), logger: logger)
         let reloader = AppSettingsReloader(
             inline: configuration.apps, source: configuration.appSettings, profiles: profiles, builder: profileBuilder,
-            metrics: metrics, logger: logger, onChange: { _ in sweeper.poke() })
+            metrics: metrics, board: board, logger: logger, onChange: { _ in sweeper.poke() })
         try reloader.loadInitial()
         let processor = EventProcessor(
             store: store, profiles: profiles, delivery: delivery, tickets: tickets, ledger: ledger, payloads: payloads,
@@ -154,8 +155,12 @@ public struct GatewayApp {
             store: store, membership: membership, client: peerClient,
             waitBound: .milliseconds(configuration.http.ownerWaitMs),
             forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger)
+        let admin = AdminService(
+            token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
+            membership: membership, board: board)
         let router = Routes.router(
-            subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing)
+            subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing,
+            admin: admin)
         let host = configuration.http.host
         let consoleApps = profiles.names.filter { profiles.profile($0)?.usesConsole ?? false }
         let brokers = kafka.brokers

@@ -54,6 +54,8 @@ public struct DeliveryFailure: Sendable, Equatable {
 public protocol PushSender: Sendable {
     /// The provider label in metrics: `fcm`, `hms`, `console`.
     var provider: String { get }
+    /// The provider project it sends through (`fcm:<project id>`, `hms:<app id>`), for the per-app status.
+    var project: String { get }
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome
 }
 
@@ -61,6 +63,7 @@ public protocol PushSender: Sendable {
 public struct FCMSender: PushSender {
     let client: FCMClient
     public var provider: String { "fcm" }
+    public var project: String { "fcm:" + client.projectID }
 
     public init(client: FCMClient) { self.client = client }
 
@@ -84,6 +87,7 @@ public struct FCMSender: PushSender {
 /// output as one JSON line, with the token shortened.
 public final class ConsoleSink: PushSender {
     public var provider: String { "console" }
+    public var project: String { "console" }
     private let app: String
     /// One lock for all sinks: lines of different apps never interleave.
     private static let output = Mutex(())
@@ -125,6 +129,7 @@ public final class HMSSender: PushSender {
     let client: HMSClient
     private let guardrail = Mutex(MassFailureGuard())
     public var provider: String { "hms" }
+    public var project: String { "hms:" + client.appId }
 
     public init(client: HMSClient) { self.client = client }
 

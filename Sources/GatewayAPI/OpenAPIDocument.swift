@@ -23,6 +23,10 @@ public enum OpenAPIDocument {
     {
       "name": "operations",
       "description": "Probes, metrics and this document, for operators."
+    },
+    {
+      "name": "admin",
+      "description": "Per-app status for operators (SPEC §8), behind the admin token."
     }
   ],
   "paths": {
@@ -713,7 +717,7 @@ public enum OpenAPIDocument {
         ],
         "operationId": "getReadiness",
         "summary": "Readiness probe",
-        "description": "200 once the Kafka consumer group has assigned this replica its partitions (possibly none, when there are more replicas than partitions) and it serves them; 503 `not_ready` before.",
+        "description": "200 once the Kafka consumer group has assigned this replica its partitions (possibly none, when there are more replicas than partitions), every one of them is loaded from the state topic, Kafka can be reached and the producer is usable; 503 `not_ready` otherwise, with the reason. Kubernetes stops routing to a replica that is not ready; liveness (`/healthz`) stays 200.",
         "responses": {
           "200": {
             "description": "Ready.",
@@ -807,6 +811,165 @@ public enum OpenAPIDocument {
                       "type": "string"
                     }
                   }
+                }
+              }
+            }
+          }
+        }
+      }
+    },
+    "/admin/apps": {
+      "get": {
+        "tags": [
+          "admin"
+        ],
+        "operationId": "listAppStatuses",
+        "summary": "Every configured app, with where it is served",
+        "security": [
+          {
+            "adminBearer": []
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The apps.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "type": "object",
+                  "required": [
+                    "apps"
+                  ],
+                  "properties": {
+                    "apps": {
+                      "type": "array",
+                      "items": {
+                        "$ref": "#/components/schemas/AdminAppSummary"
+                      }
+                    }
+                  }
+                }
+              }
+            }
+          },
+          "401": {
+            "description": "No bearer token.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "status": "unauthorized",
+                  "message": "an 'Authorization: Bearer <admin token>' header is required"
+                }
+              }
+            }
+          },
+          "403": {
+            "description": "Not the admin token, or the admin API is disabled (`disabled`: no admin token is configured).",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "status": "disabled",
+                  "message": "the admin API is disabled: set admin.tokenFile (or admin.token) in the configuration"
+                }
+              }
+            }
+          }
+        }
+      }
+    },
+    "/admin/apps/{app}": {
+      "get": {
+        "tags": [
+          "admin"
+        ],
+        "operationId": "getAppStatus",
+        "summary": "One app's status",
+        "description": "Answered by the replica that owns the app's partition (any replica forwards the call there): the settings in force and the last refused file, each provider project's health (last success, last error and its class, our-fault errors), a pause and the retry backlog, the subscriptions.",
+        "security": [
+          {
+            "adminBearer": []
+          }
+        ],
+        "parameters": [
+          {
+            "name": "app",
+            "in": "path",
+            "required": true,
+            "schema": {
+              "type": "string",
+              "minLength": 1
+            }
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The app's status.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/AdminAppStatus"
+                }
+              }
+            }
+          },
+          "404": {
+            "description": "No such app.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "status": "namespace_does_not_exist",
+                  "message": "no application named 'chat'"
+                }
+              }
+            }
+          },
+          "503": {
+            "description": "No replica serves the app's partition right now (a rebalance); retry after `Retry-After`.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "status": "unavailable",
+                  "message": "no replica serves the application's partition right now (rebalance); retry"
+                }
+              }
+            }
+          },
+          "401": {
+            "description": "No bearer token.",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "status": "unauthorized",
+                  "message": "an 'Authorization: Bearer <admin token>' header is required"
+                }
+              }
+            }
+          },
+          "403": {
+            "description": "Not the admin token, or the admin API is disabled (`disabled`: no admin token is configured).",
+            "content": {
+              "application/json": {
+                "schema": {
+                  "$ref": "#/components/schemas/Error"
+                },
+                "example": {
+                  "status": "disabled",
+                  "message": "the admin API is disabled: set admin.tokenFile (or admin.token) in the configuration"
                 }
               }
             }
@@ -1033,6 +1196,164 @@ public enum OpenAPIDocument {
             "type": "array",
             "items": {
               "$ref": "#/components/schemas/V2Subscription"
+            }
+          }
+        }
+      },
+      "AdminAppSummary": {
+        "type": "object",
+        "required": [
+          "app",
+          "partition",
+          "enabled",
+          "settings"
+        ],
+        "properties": {
+          "app": {
+            "type": "string"
+          },
+          "partition": {
+            "type": "integer",
+            "description": "The change (and state) partition the app is in."
+          },
+          "enabled": {
+            "type": "boolean"
+          },
+          "servedBy": {
+            "type": "string",
+            "nullable": true,
+            "description": "The replica that owns the app's partition (`this replica` or its advertised address); null during a rebalance."
+          },
+          "settings": {
+            "$ref": "#/components/schemas/AdminSettingsStatus"
+          }
+        }
+      },
+      "AdminSettingsStatus": {
+        "type": "object",
+        "properties": {
+          "version": {
+            "type": "string",
+            "description": "A fingerprint of the settings file in force (`inline` for the main configuration's apps)."
+          },
+          "source": {
+            "type": "string",
+            "description": "Where the settings in force come from."
+          },
+          "loadedAt": {
+            "type": "number",
+            "description": "When they were loaded, seconds since the epoch."
+          },
+          "lastRefused": {
+            "type": "object",
+            "description": "The last settings file refused, and why (the file's text is never quoted).",
+            "properties": {
+              "file": {
+                "type": "string"
+              },
+              "reason": {
+                "type": "string"
+              },
+              "at": {
+                "type": "number"
+              }
+            }
+          }
+        }
+      },
+      "AdminProviderStatus": {
+        "type": "object",
+        "description": "One provider project's health as this replica saw it.",
+        "properties": {
+          "lastSuccessAt": {
+            "type": "number"
+          },
+          "lastError": {
+            "type": "object",
+            "properties": {
+              "reason": {
+                "type": "string",
+                "description": "The provider's error code (e.g. `UNAVAILABLE`, `hms_authentication`)."
+              },
+              "class": {
+                "type": "string",
+                "enum": [
+                  "retryable",
+                  "tokenDead",
+                  "ourFault"
+                ]
+              },
+              "at": {
+                "type": "number"
+              }
+            }
+          },
+          "ourFaultErrors": {
+            "type": "integer",
+            "description": "Errors that are our fault (credentials, request): nobody is revoked, they are retried."
+          },
+          "tokenDeadErrors": {
+            "type": "integer"
+          },
+          "retryableErrors": {
+            "type": "integer"
+          }
+        }
+      },
+      "AdminAppStatus": {
+        "type": "object",
+        "required": [
+          "app",
+          "enabled",
+          "partition",
+          "settings",
+          "providers",
+          "subscriptions",
+          "deliveries"
+        ],
+        "properties": {
+          "app": {
+            "type": "string"
+          },
+          "enabled": {
+            "type": "boolean"
+          },
+          "partition": {
+            "type": "integer"
+          },
+          "servedBy": {
+            "type": "string",
+            "description": "The advertised address of the replica that answered (the owner)."
+          },
+          "settings": {
+            "$ref": "#/components/schemas/AdminSettingsStatus"
+          },
+          "providers": {
+            "type": "object",
+            "description": "By provider project: `fcm:<project id>`, `hms:<app id>`, `console`.",
+            "additionalProperties": {
+              "$ref": "#/components/schemas/AdminProviderStatus"
+            }
+          },
+          "subscriptions": {
+            "type": "integer"
+          },
+          "deliveries": {
+            "type": "object",
+            "properties": {
+              "queued": {
+                "type": "integer",
+                "description": "Notifications on their way."
+              },
+              "retryBacklog": {
+                "type": "integer",
+                "description": "Notifications waiting for a retry (stored)."
+              },
+              "pausedUntil": {
+                "type": "number",
+                "nullable": true,
+                "description": "The end of a project-wide pause after `QUOTA_EXCEEDED`, seconds since the epoch; null when not paused."
+              }
             }
           }
         }
@@ -1338,6 +1659,11 @@ public enum OpenAPIDocument {
         "scheme": "bearer",
         "bearerFormat": "JWT",
         "description": "A JWT of the app's user, signed with one of the app's auth keys (HS256 secret of at least 32 bytes, RS256 or ES256 public key): `exp` (required); the user is `uid` when present (a non-empty string, else the token is refused), else `sub`; `iss` and `aud` must match the app's `issuer` and `audience` settings when it sets them."
+      },
+      "adminBearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "The admin token of the configuration (`admin.tokenFile`, a mounted Secret; or `PUSH_ADMIN_TOKEN`). Without one configured the admin endpoints answer 403 `disabled`."
       }
     }
   }

@@ -2,7 +2,7 @@ import Foundation
 import Hummingbird
 import HTTPTypes
 
-/// Sends each subscription call (`/base/{app}/…`, `/datasync/v2/{app}/…`) to the replica that owns the app's
+/// Sends each subscription call (`/base/{app}/…`, `/datasync/v2/{app}/…`, `/admin/apps/{app}`) to the replica that owns the app's
 /// partition: answered here when this replica owns it, forwarded otherwise (status, headers and body of the
 /// owner's answer pass through unchanged). A forwarded call carries `x-push-forwarded` and is never forwarded
 /// again: a replica that no longer owns the partition refuses it with `x-push-not-owner`, and the forwarding
@@ -79,6 +79,7 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
         if parts.count >= 5, parts[1] == "datasync", parts[2] == "v2", parts[4] == "subscriptions" {
             return parts[3].removingPercentEncoding
         }
+        if parts.count == 4, parts[1] == "admin", parts[2] == "apps", !parts[3].isEmpty { return parts[3].removingPercentEncoding }
         return nil
     }
 }

@@ -7,7 +7,7 @@ public enum Routes {
     /// With `routing`, subscription calls for apps whose partition another replica owns are forwarded there.
     public static func router(
         subscriptions: some SubscriptionAPI, v2: some V2SubscriptionAPI, probe: some OperationsProbe,
-        routing: (any RequestRouting)? = nil
+        routing: (any RequestRouting)? = nil, admin: (any AdminAPI)? = nil
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: UnmatchedRouteMiddleware())
@@ -70,6 +70,7 @@ public enum Routes {
             router.delete(RouterPath(pattern), use: wakeup)
         }
         V2Routes.add(to: router, api: v2)
+        if let admin { AdminRoutes.add(to: router, api: admin) }
         return router
     }
 

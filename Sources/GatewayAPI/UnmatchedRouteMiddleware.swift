@@ -23,6 +23,7 @@ struct UnmatchedRouteMiddleware<Context: RequestContext>: RouterMiddleware {
         default:
             let parts = path.slashSeparatedParts()
             if parts.count >= 4, parts[1] == "base", parts[3] == ".wakeup" { return "PUT, DELETE" }
+            if (parts.count == 3 || parts.count == 4), parts[1] == "admin", parts[2] == "apps" { return "GET" }
             return nil
         }
     }

@@ -18,6 +18,7 @@ final class FakeSender: PushSender, Sendable {
     }
 
     var provider: String { "fake" }
+    var project: String { "fake" }
     private let state = Mutex<(sent: [Sent], attempts: [Sent], script: [String: [DeliveryOutcome]], held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
         ([], [], [:], false, []))
 

@@ -140,7 +140,7 @@ def test_error_schema_and_operations_endpoints():
     paths = doc["paths"]
     assert set(paths) == {"/base/{app}/.wakeup", "/base/{app}/.wakeup/{path}", "/datasync/v2/{app}/subscriptions/{uid}",
                           "/datasync/v2/{app}/subscriptions/{uid}/{id}", "/healthz", "/readyz", "/metrics",
-                          "/openapi.json"}
+                          "/openapi.json", "/admin/apps", "/admin/apps/{app}"}
     assert paths["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["example"] == {"status": "ok"}
     readyz = paths["/readyz"]["get"]["responses"]
     assert readyz["200"]["content"]["application/json"]["example"] == {"status": "ready"}
