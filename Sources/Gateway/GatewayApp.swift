@@ -192,7 +192,7 @@ public struct GatewayApp {
                     .init(service: reloader),
                     .init(service: sweeper),
                     .init(service: changes),
-                    .init(service: ShutdownWatchdog(bound: drain + .seconds(10), logger: logger)),
+                    .init(service: ShutdownWatchdog(bound: drain + .seconds(5), logger: logger)),
                 ],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))

@@ -27,9 +27,11 @@ NAMESPACE = "push-gateway"
 LABEL = {"app.kubernetes.io/name": NAMESPACE}
 SECRETS_EXAMPLE = os.path.join(DEPLOY, "overlays", "production", "secrets.example.yaml")
 # Configuration keys the manifests set before the gateway reads them (they are ignored until then).
-PLANNED_KEYS = {"kafka.membersTopic"}
+PLANNED_KEYS: set[str] = set()
 # Kafka's consumer close, offset commit and leave-group, beyond the longest provider request, at shutdown.
 KAFKA_CLOSE_SECONDS = 5
+# The gateway ends at most this long after its drain bound (Sources/Gateway/GatewayApp.swift, ShutdownWatchdog).
+WATCHDOG_MARGIN_SECONDS = 5
 
 
 def _read(*parts: str) -> str:
@@ -144,7 +146,7 @@ def test_example_secrets_validate_and_are_not_applied(version):
     import kubernetes_validate
 
     secrets = example_secrets()
-    assert set(secrets) == {"push-gateway-kafka", "push-gateway-fcm", "push-gateway-hms", "push-gateway-tls"}
+    assert set(secrets) == {"push-gateway-kafka", "push-gateway-fcm", "push-gateway-hms", "push-gateway-tls", "push-gateway-admin"}
     for doc in secrets.values():
         kubernetes_validate.validate(doc, version, strict=True)
         assert doc["metadata"]["namespace"] == NAMESPACE
@@ -363,12 +365,15 @@ def test_network_policy_lets_in_and_out_what_the_gateway_needs():
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_shutdown_fits_the_grace_period(overlay):
     """terminationGracePeriodSeconds covers preStop, the longest provider request in flight, and closing Kafka
-    (the drain measured under load in test_drain.py stays within it)."""
+    (the drain measured under load in test_drain.py stays within it), and the gateway's own bound: the drain
+    (shutdown.drainSeconds, 15 s by default) plus the watchdog's 5 s, after which the process exits anyway."""
     p, c = pod(overlay), container(overlay)
     pre_stop = int(c["lifecycle"]["preStop"]["exec"]["command"][1])
     cfg = config(overlay)
     request = max(cfg.get("fcm", {}).get("requestTimeoutMs", 10000), cfg.get("hms", {}).get("requestTimeoutMs", 10000)) / 1000
     assert p["terminationGracePeriodSeconds"] >= pre_stop + request + KAFKA_CLOSE_SECONDS, p["terminationGracePeriodSeconds"]
+    drain = cfg.get("shutdown", {}).get("drainSeconds", 15)
+    assert p["terminationGracePeriodSeconds"] > pre_stop + drain + WATCHDOG_MARGIN_SECONDS, p["terminationGracePeriodSeconds"]
     readiness = c["readinessProbe"]
     assert readiness["periodSeconds"] * readiness["failureThreshold"] <= 30
 
