@@ -31,6 +31,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-protobuf", from: "1.39.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        // Already in the graph through Hummingbird; named for the embedded broker's fixed port (BrokerPortForwarder).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // C libraries, each behind one module map.
@@ -108,6 +110,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),
@@ -122,6 +126,7 @@ let package = Package(
         ),
 
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
+        .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "CompactJSON"]),

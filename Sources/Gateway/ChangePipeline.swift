@@ -137,9 +137,12 @@ public final class ChangePipeline: Service, Sendable {
             deadLetter(record, reason: error.reason)
             return
         }
-        if record.partition != ownership.partition(of: event.app), !partitionerWarned.exchange(true, ordering: .relaxed) {
+        let keyless = record.key?.isEmpty ?? true
+        if keyless || record.partition != ownership.partition(of: event.app), !partitionerWarned.exchange(true, ordering: .relaxed) {
             logger.error(
-                "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
+                keyless
+                    ? "record without a key: publishers must set the record key to the app id, so that an app's events share one partition and stay in order (docs/PUBLISHING.md); delivered anyway"
+                    : "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
                 metadata: ["app": "\(event.app)", "kafka.partition": "\(record.partition)"])
         }
         guard let app = store.app(event.app), let profile = app.profile else {
