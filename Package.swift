@@ -138,7 +138,7 @@ let package = Package(
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [
-                "GatewayAPI", "Gateway", "PushProto", "SSLCrypto",
+                "GatewayAPI", "Gateway", "PushProto", "SSLCrypto", "Auth",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],
