@@ -4,7 +4,8 @@ import NIOPosix
 
 /// Listens on a fixed loopback port and forwards every connection to another port (the embedded broker's,
 /// which librdkafka's mock cluster picks at random): the fixed port in the banner's commands survives a restart.
-/// Runs on SwiftNIO's event loops; no thread of its own.
+/// Runs on SwiftNIO's event loops; no thread of its own. It listens as long as the process runs (see
+/// ``EmbeddedBroker``).
 final class BrokerPortForwarder: Sendable {
     private let channel: any Channel
     /// The port listened on (the asked one, or the kernel's choice for 0).
@@ -33,10 +34,5 @@ final class BrokerPortForwarder: Sendable {
             }
         channel = try await bootstrap.bind(host: host, port: port).get()
         self.port = channel.localAddress?.port ?? port
-    }
-
-    /// Stops listening; open connections end when the broker closes them.
-    func close() async {
-        try? await channel.close()
     }
 }
