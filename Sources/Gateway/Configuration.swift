@@ -77,6 +77,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var membersTopic = "push.members"
         /// Partitions of the embedded broker's topics.
         public var partitions = 4
+        /// Loopback port of the embedded broker (used when `brokers` is empty), fixed so that commands written
+        /// against it keep working after a restart; 0 picks a free port at each start.
+        public var embeddedBrokerPort = 9092
         /// Extra librdkafka properties for every client.
         public var properties: [String: String] = [:]
         /// How publishers choose a partition from the app id (the record key): `consistent_random` (librdkafka,
@@ -186,6 +189,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_HTTP_HOST"], !value.isEmpty { http.host = value }
         if let value = try int("PUSH_HTTP_PORT") { http.port = value }
         if let value = environment["PUSH_KAFKA_BROKERS"] { kafka.brokers = value }
+        if let value = try int("PUSH_KAFKA_EMBEDDED_BROKER_PORT") { kafka.embeddedBrokerPort = value }
         if let value = environment["PUSH_KAFKA_GROUP_ID"], !value.isEmpty { kafka.groupId = value }
         if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
@@ -211,6 +215,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     func validate() throws {
         guard (0...65535).contains(http.port) else { throw ConfigurationError("http.port must be 0...65535") }
         guard ["text", "json"].contains(logging.format) else { throw ConfigurationError("logging.format must be text or json") }
+        guard (0...65535).contains(kafka.embeddedBrokerPort) else { throw ConfigurationError("kafka.embeddedBrokerPort must be 0...65535") }
         guard kafka.partitions > 0 else { throw ConfigurationError("kafka.partitions must be positive") }
         guard subscriptions.expirySweepSeconds > 0 else { throw ConfigurationError("subscriptions.expirySweepSeconds must be positive") }
         guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
@@ -338,7 +343,7 @@ extension GatewayConfiguration.Shutdown {
 extension GatewayConfiguration.Kafka {
     enum CodingKeys: String, CodingKey {
         case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
-        case properties, maxInFlightRecords, startupTimeoutSeconds
+        case embeddedBrokerPort, properties, maxInFlightRecords, startupTimeoutSeconds
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -352,6 +357,7 @@ extension GatewayConfiguration.Kafka {
         membersTopic = try c.decodeIfPresent(String.self, forKey: .membersTopic) ?? membersTopic
         partitioner = try c.decodeIfPresent(KeyPartitioner.self, forKey: .partitioner) ?? partitioner
         partitions = try c.decodeIfPresent(Int.self, forKey: .partitions) ?? partitions
+        embeddedBrokerPort = try c.decodeIfPresent(Int.self, forKey: .embeddedBrokerPort) ?? embeddedBrokerPort
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
         maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords
         startupTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .startupTimeoutSeconds) ?? startupTimeoutSeconds

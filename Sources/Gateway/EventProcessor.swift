@@ -53,9 +53,12 @@ final class EventProcessor: Sendable {
             tickets.retain(ticket)
             return deadLetter(record, reason: error.reason, ticket: ticket)
         }
-        if record.partition != store.partitionIndex(ofApp: event.app), !partitionWarned.exchange(true, ordering: .relaxed) {
+        let keyless = record.key?.isEmpty ?? true
+        if keyless || record.partition != store.partitionIndex(ofApp: event.app), !partitionWarned.exchange(true, ordering: .relaxed) {
             logger.error(
-                "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
+                keyless
+                    ? "record without a key: publishers must set the record key to the app id, so that an app's events share one partition and stay in order (docs/PUBLISHING.md); delivered anyway"
+                    : "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
                 metadata: ["app": "\(event.app)", "kafka.partition": "\(record.partition)"])
         }
         guard let profile = profiles.profile(event.app) else {

@@ -26,19 +26,14 @@ public struct GatewayApp {
         logger.info("starting push-gateway", metadata: ["librdkafka.version": "\(LibrdkafkaVersion.string)"])
 
         var kafka = configuration.kafka
-        var embedded: KafkaMockCluster?
+        var embedded: EmbeddedBroker?
         if configuration.usesEmbeddedBroker {
-            let cluster = try KafkaMockCluster(brokers: 1, logger: logger)
-            try cluster.createTopic(kafka.changesTopic, partitions: Int32(kafka.partitions))
-            try cluster.createTopic(kafka.deadLetterTopic, partitions: Int32(kafka.partitions))
-            try cluster.createTopic(kafka.stateTopic, partitions: Int32(kafka.partitions))
-            try cluster.createTopic(kafka.snapshotRequestsTopic, partitions: Int32(kafka.partitions))
-            try cluster.createTopic(kafka.membersTopic, partitions: 1)
-            kafka.brokers = cluster.bootstrapServers
-            embedded = cluster
-            logger.notice("embedded broker started", metadata: ["kafka.bootstrap": "\(cluster.bootstrapServers)"])
+            let broker = try await EmbeddedBroker(kafka: kafka, logger: logger)
+            kafka.brokers = broker.bootstrapServers
+            embedded = broker
+            logger.notice("embedded broker started (in memory)", metadata: ["kafka.bootstrap": "\(broker.bootstrapServers)"])
         }
-        defer { withExtendedLifetime(embedded) {} }
+        defer { EmbeddedBroker.keepUntilExit(embedded) }
         if configuration.servesDemoApp {
             logger.notice(
                 "serving the built-in demo app: embedded defaults only (its HS256 secret is public); a configuration with a broker, apps or an app settings directory never serves it")
@@ -165,6 +160,7 @@ public struct GatewayApp {
         let consoleApps = profiles.names.filter { profiles.profile($0)?.usesConsole ?? false }
         let brokers = kafka.brokers
         let topic = kafka.changesTopic
+        let deadLetterTopic = kafka.deadLetterTopic
         let logger = self.logger
         let http = Application(
             router: router,
@@ -173,7 +169,8 @@ public struct GatewayApp {
                 let port = channel.localAddress?.port ?? 0
                 logger.notice("HTTP API listening", metadata: ["http.address": "http://\(host):\(port)"])
                 if hasEmbeddedBroker, let app = consoleApps.first {
-                    GettingStarted.print(host: host, port: port, app: app, brokers: brokers, topic: topic)
+                    GettingStarted.print(
+                        .init(host: host, port: port, app: app, brokers: brokers, changesTopic: topic, deadLetterTopic: deadLetterTopic))
                 }
             },
             logger: logger)
@@ -192,8 +189,8 @@ public struct GatewayApp {
                     .init(service: reloader),
                     .init(service: sweeper),
                     .init(service: changes),
-                    .init(service: ShutdownWatchdog(bound: drain + .seconds(5), logger: logger)),
-                ],
+                ] + (embedded == nil ? [] : [.init(service: try EmbeddedUpstream(brokers: kafka.brokers, kafka: kafka, logger: logger))])
+                    + [.init(service: ShutdownWatchdog(bound: drain + .seconds(5), logger: logger))],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()
@@ -204,43 +201,3 @@ public struct GatewayApp {
 }
 
 import Synchronization
-
-/// The newcomer's banner: how to subscribe and publish against the embedded defaults.
-enum GettingStarted {
-    /// A token of user `demo-user` for the `demo` app, valid 24 hours, so the v2 API can be tried at once.
-    static func demoToken() -> String {
-        let header = Base64URL.encode(Array(#"{"alg":"HS256","kid":"demo","typ":"JWT"}"#.utf8))
-        let exp = Int64(Date().timeIntervalSince1970) + 24 * 3600
-        let claims = Base64URL.encode(Array(#"{"exp":\#(exp),"uid":"demo-user"}"#.utf8))
-        let input = Array("\(header).\(claims)".utf8)
-        let signature = (try? HMACSHA256.authenticationCode(for: input, key: Array(AppSettings.demoSecret.utf8))) ?? []
-        return "\(header).\(claims).\(Base64URL.encode(signature))"
-    }
-
-    static func print(host: String, port: Int, app: String, brokers: String, topic: String) {
-        let v2 =
-            app == "demo"
-            ? """
-                Or with the v2 API (a token of user demo-user, valid 24 h):
-                curl -i -X POST 'http://\(host):\(port)/datasync/v2/demo/subscriptions/demo-user' \\
-                  -H 'Authorization: Bearer \(demoToken())' \\
-                  -d '{"kind":"mobile","mode":"value","path":"/chat","context":"my-device-token"}'
-
-            """ : ""
-        let text = """
-
-            ───────────────────────────────────────────────────────────────────────────────
-             push-gateway is running with embedded defaults (in-process broker, console sink)
-             1. Subscribe a device to /chat in value mode:
-                curl -i -X PUT 'http://\(host):\(port)/base/\(app)/.wakeup/chat?id=my-device-token&mode=value'
-            \(v2) 2. Publish writes (with the bundled command, or kcat and the JSON form of the event):
-                .build/debug/push-gateway publish --brokers \(brokers) --app \(app) --path /chat --op SET --after '{"m1":"hi"}'
-                echo '{"appId":"\(app)","path":"/chat/m2","op":"SET","after":"\\"hello\\""}' | \\
-                  kcat -P -b \(brokers) -t \(topic) -k \(app) -H content-type=application/json
-             3. The notification is printed here as a {"sink":"console",...} line.
-            ───────────────────────────────────────────────────────────────────────────────
-
-            """
-        FileHandle.standardError.write(Data(text.utf8))
-    }
-}

@@ -182,6 +182,15 @@ public final class KafkaConsumer: @unchecked Sendable {
         return entry.partition_cnt
     }
 
+    /// The high watermark of a partition (the offset the next record will get), asked of the broker. Blocking.
+    public func highWatermark(_ partition: TopicPartition, timeoutMs: Int32) throws -> Int64 {
+        var low: Int64 = 0
+        var high: Int64 = 0
+        let result = rd_kafka_query_watermark_offsets(client, partition.topic, partition.partition, &low, &high, timeoutMs)
+        guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "watermarks of \(partition)") }
+        return high
+    }
+
     /// Current assignment.
     public func assignment() -> [TopicPartition] {
         var list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>?

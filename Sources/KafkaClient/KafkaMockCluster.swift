@@ -1,4 +1,5 @@
 import CRdKafka
+import Glibc
 import Logging
 
 /// librdkafka's in-process mock cluster: a Kafka-protocol broker on loopback, for the embedded default
@@ -36,6 +37,25 @@ public final class KafkaMockCluster: @unchecked Sendable {
         errors.withUnsafeBufferPointer { buffer in
             rd_kafka_mock_push_request_errors_array(cluster, apiKey, count, buffer.baseAddress)
         }
+    }
+
+    /// The port the mock broker listens on (librdkafka picks a free one at random; it cannot be chosen).
+    public var listenerPort: Int? {
+        bootstrapServers.split(separator: ",").first?.split(separator: ":").last.flatMap { Int($0) }
+    }
+
+    /// Makes broker `brokerID` advertise `host:port` in metadata instead of its listener (for a forwarder on a
+    /// fixed port). Uses `rd_kafka_mock_broker_set_host_port`, which the librdkafka loaded at run time (2.16) has but Debian's 2.0.2
+    /// headers (the ones compiled against) do not declare: it is looked up at run time. False when the loaded
+    /// librdkafka lacks it (clients then learn the listener's port from metadata, which works as well).
+    public func advertise(brokerID: Int32 = 1, host: String, port: Int) -> Bool {
+        typealias SetHostPort = @convention(c) (OpaquePointer?, Int32, UnsafePointer<CChar>?, Int32) -> Void
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "rd_kafka_mock_broker_set_host_port") else {
+            return false
+        }
+        let setHostPort = unsafeBitCast(symbol, to: SetHostPort.self)
+        setHostPort(cluster, brokerID, host, Int32(port))
+        return true
     }
 
     public func setBrokerDown(_ brokerID: Int32, down: Bool) {

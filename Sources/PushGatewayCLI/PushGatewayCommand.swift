@@ -11,7 +11,10 @@ struct PushGatewayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "push-gateway",
         abstract: "Wakes mobile apps when data they subscribed to changes.",
-        subcommands: [Run.self, Publish.self, DecodeCommand.self, CheckCredentialsCommand.self],
+        subcommands: [
+            Run.self, Publish.self, ValidateEventCommand.self, DemoTokenCommand.self, DecodeCommand.self,
+            CheckCredentialsCommand.self,
+        ],
         defaultSubcommand: Run.self)
 }
 
@@ -55,13 +58,13 @@ struct Publish: AsyncParsableCommand {
     @Option(help: "Change topic.") var topic = "datasync.changes"
     @Option(help: "App id (also the record key).") var app: String
     @Option(help: "Path of the write.") var path: String
-    @Option(help: "SET, MERGE, REMOVE, SNAPSHOT or NAMESPACE_DELETED.") var op: String = "SET"
+    @Option(help: "SET, MERGE, REMOVE, SNAPSHOT or NAMESPACE_DELETED (any case).") var op: String = "SET"
     @Option(help: "New value at the path, as JSON text.") var after: String?
     @Option(help: "Old value at the path, as JSON text.") var before: String?
     @Flag(help: "Publish protobuf's JSON mapping (content-type: application/json) instead of protobuf.") var json = false
 
     func run() async throws {
-        guard let operation = Pushgateway_V1_Op(rawValue: ["SET": 1, "MERGE": 2, "REMOVE": 3, "SNAPSHOT": 4, "NAMESPACE_DELETED": 5][op] ?? 0),
+        guard let operation = Pushgateway_V1_Op(rawValue: ["SET": 1, "MERGE": 2, "REMOVE": 3, "SNAPSHOT": 4, "NAMESPACE_DELETED": 5][op.uppercased()] ?? 0),
             operation != .unspecified
         else { throw ValidationError("unknown op '\(op)'") }
         let value = try EventDecoder.encode(

@@ -4,7 +4,7 @@ need a running gateway but no real broker or fake FCM (tests/e2e/test_api_fuzz.p
     with EmbeddedGateway(tmpdir) as gw:
         requests.get(gw.base_url + "/readyz")
 
-Started as `PUSH_HTTP_PORT=<free port> push-gateway run` (LD_LIBRARY_PATH=.deps/lib), ready once
+Started as `PUSH_HTTP_PORT=<free port> PUSH_KAFKA_EMBEDDED_BROKER_PORT=0 push-gateway run` (LD_LIBRARY_PATH=.deps/lib), ready once
 `GET /readyz` is 200 (at most 60 s), stopped with SIGTERM then SIGKILL after 10 s.
 """
 
@@ -79,6 +79,8 @@ class EmbeddedGateway:
         lib = os.path.join(REPO_ROOT, ".deps", "lib")
         env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         env["PUSH_HTTP_PORT"] = str(self.port)
+        # A random broker port: several embedded gateways (and other checkouts' test runs) share the machine.
+        env["PUSH_KAFKA_EMBEDDED_BROKER_PORT"] = "0"
         env.update(self.extra_env)
         os.makedirs(self.workdir, exist_ok=True)
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:

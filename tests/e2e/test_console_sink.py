@@ -41,7 +41,8 @@ def console_lines(text: str) -> list[tuple[str, dict]]:
 def embedded_gateway(workdir, request):
     port = free_port()
     gw = Gateway(os.path.join(workdir, "embedded-" + request.node.name[:30]), config=None, http_port=port,
-                 env={"PUSH_HTTP_PORT": str(port)}, name="embedded")
+                 env={"PUSH_HTTP_PORT": str(port), "PUSH_KAFKA_EMBEDDED_BROKER_PORT": str(free_port())},
+                 name="embedded")
     try:
         gw.start()
         yield gw
