@@ -65,10 +65,21 @@ final class EventProcessor: Sendable {
             metrics.eventsSkipped.increment()
             return
         }
-        guard let partition = store.partition(record.partition), partition.role == .owner else {
+        guard store.partition(record.partition)?.role == .owner else {
             // Given up while the record was in flight: the new owner consumes it again.
             tickets.retain(ticket)
             return
+        }
+        // The app's state is in the partition its id maps to. A record found elsewhere (no key, or another
+        // partitioner) is matched there when this replica owns that partition too, else dead-lettered: its
+        // app's owner never sees this partition.
+        let home = store.partitionIndex(ofApp: event.app)
+        guard let partition = store.partition(home), partition.role == .owner else {
+            tickets.retain(ticket)
+            return deadLetter(
+                record,
+                reason: "misrouted: app \(event.app.prefix(64))'s events belong to partition \(home), this record is in partition \(record.partition) (the record key must be the app id, and kafka.partitioner the publishers' partitioner)",
+                ticket: ticket)
         }
         let timestamp = event.timestampMs > 0 ? event.timestampMs : (record.timestampMs ?? 0)
         let now = Date().timeIntervalSince1970
