@@ -187,7 +187,9 @@ final class Membership: Service, Sendable {
 
     private func placeStandbys() {
         guard standbyReplicas > 0 else { return }
-        let wanted = standbyPartitions(partitionCount: store.partitionCount)
+        // Partitions just assigned here keep their standby copy: it is about to be promoted (the load that
+        // promotes it may not have started yet).
+        let wanted = standbyPartitions(partitionCount: store.partitionCount).union(state.withLock { $0.owned })
         let changed = state.withLock { state -> Bool in
             guard state.standbys != wanted else { return false }
             state.standbys = wanted

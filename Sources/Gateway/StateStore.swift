@@ -305,7 +305,8 @@ final class StateStore: Service, Sendable {
         }
     }
 
-    /// Keeps standby copies of exactly `indexes` (among the partitions this replica does not own).
+    /// Keeps standby copies of `indexes` (partitions not held yet start as standbys, read from the beginning)
+    /// and drops the standby copies of the others.
     func setStandbys(_ indexes: Set<Int32>) {
         let (added, removed) = state.withLock { state -> ([PartitionState], [Int32]) in
             var added: [PartitionState] = []
