@@ -270,11 +270,6 @@ extension GatewayConfiguration {
     }
 }
 
-public struct ConfigurationError: Error, CustomStringConvertible {
-    public let description: String
-    public init(_ description: String) { self.description = description }
-}
-
 // Decoding with defaults for absent keys: Codable's synthesised init requires every key, so each section
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {

@@ -34,7 +34,7 @@ public func fuzzRules(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
 }
 
 enum Inputs {
-    static let paths: [[String]] = [
+    static let paths: [[ExactString]] = [
         [], ["public"], ["users"], ["users", "alice"], ["users", "alice", "inbox"], ["users", "bob", "inbox", "m1"],
         ["users", "", "x"], ["a", "b", "c", "d", "e", "f", "g", "h"],
     ]

@@ -1,0 +1,153 @@
+import Auth
+import CurlHTTP
+import Foundation
+import JOSE
+import Logging
+import Providers
+import PushCore
+import PushFormats
+import Rules
+import SSLCrypto
+
+/// Builds ``AppProfile``s from settings: parses keys and rules, loads credentials, creates provider clients
+/// (reusing the previous profile's FCM client when its service account did not change).
+public struct AppProfileBuilder: Sendable {
+    /// Nil in tests: apps with an FCM service account are then refused.
+    let httpClient: HTTPClient?
+    let fcm: FCMConfiguration
+    let hms: HMSConfiguration
+    /// Requests in flight per provider project (``LimitedSender``).
+    let maxInFlightPerProject: Int
+    /// ``GatewayConfiguration/allowInsecureEndpoints``: a service account's `http://` `token_uri` is refused without it.
+    let allowInsecureEndpoints: Bool
+    let logger: Logger
+
+    init(
+        httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(),
+        maxInFlightPerProject: Int = 200, allowInsecureEndpoints: Bool = false, logger: Logger
+    ) {
+        self.httpClient = httpClient
+        self.allowInsecureEndpoints = allowInsecureEndpoints
+        self.maxInFlightPerProject = maxInFlightPerProject
+        self.fcm = fcm
+        self.hms = hms
+        self.logger = logger
+    }
+
+    func build(name: String, settings: AppSettings, previous: AppProfile?) throws(ConfigurationError) -> AppProfile {
+        try settings.validate()
+        var keys: [AuthKey] = []
+        for (position, entry) in settings.authKeys.enumerated() {
+            do {
+                keys.append(try AuthKey.parse(entry))
+            } catch {
+                throw ConfigurationError("authKeys[\(position)]: \(error)")
+            }
+        }
+        let rules: ReadRules
+        var rulesFingerprint = ""
+        if let document = settings.rules {
+            do {
+                rules = try ReadRules(document: document)
+            } catch {
+                throw ConfigurationError("rules: \(error)")
+            }
+            rulesFingerprint = Self.fingerprint(JSONWriter.bytes(document))
+        } else {
+            rules = ReadRules.allowAll
+        }
+        var encryption: AppEncryptionKeys?
+        if let document = settings.encryption {
+            do {
+                encryption = try AppEncryptionKeys.parse(document)
+            } catch {
+                throw ConfigurationError("encryption: \(error)")
+            }
+        }
+        var senders: [SubscriberKind: any PushSender] = [:]
+        var accountFingerprint: String?
+        var hmsFingerprint: String?
+        if settings.fcmServiceAccountFile.isEmpty {
+            senders[.mobile] = ConsoleSink(app: name)
+        } else {
+            let bytes: [UInt8]
+            do {
+                bytes = Array(try Data(contentsOf: URL(fileURLWithPath: settings.fcmServiceAccountFile)))
+            } catch {
+                throw ConfigurationError("fcmServiceAccountFile \(settings.fcmServiceAccountFile): cannot read it (\(error.localizedDescription))")
+            }
+            let fingerprint = Self.fingerprint(bytes)
+            accountFingerprint = fingerprint
+            if let previous, previous.fcmAccountFingerprint == fingerprint, let sender = previous.senders[.mobile] {
+                senders[.mobile] = sender
+            } else {
+                guard let httpClient else { throw ConfigurationError("fcmServiceAccountFile: no HTTP client") }
+                do {
+                    let account = try FCMServiceAccount(json: bytes)
+                    if fcm.tokenURL == nil {
+                        // The account's token endpoint receives a signed assertion: https only (see
+                        // GatewayConfiguration.validateEndpoints for the configured ones).
+                        try GatewayConfiguration.checkEndpoint(
+                            account.tokenURI, name: "the service account's token_uri", allowInsecure: allowInsecureEndpoints)
+                    }
+                    let client = try FCMClient(serviceAccount: account, httpClient: httpClient, configuration: fcm, logger: logger)
+                    senders[.mobile] = LimitedSender(FCMSender(client: client), maxInFlight: maxInFlightPerProject)
+                } catch {
+                    throw ConfigurationError("fcmServiceAccountFile \(settings.fcmServiceAccountFile): \(error)")
+                }
+            }
+        }
+        if let hms = settings.hms {
+            guard let httpClient else { throw ConfigurationError("hms: no HTTP client") }
+            var secret = hms.clientSecret
+            if !hms.clientSecretFile.isEmpty {
+                do {
+                    secret = try String(contentsOfFile: hms.clientSecretFile, encoding: .utf8)
+                        .trimmingCharacters(in: .whitespacesAndNewlines)
+                } catch {
+                    throw ConfigurationError("hms.clientSecretFile \(hms.clientSecretFile): cannot read it")
+                }
+            }
+            let credentials = HMSCredentials(appId: hms.appId, clientId: hms.clientId, clientSecret: secret)
+            let fingerprint = Self.fingerprint(Array("\(hms.appId)\u{0}\(hms.clientId)\u{0}\(secret)".utf8))
+            if let previous, previous.hmsFingerprint == fingerprint, let sender = previous.senders[.huawei] {
+                senders[.huawei] = sender
+            } else {
+                do {
+                    senders[.huawei] = LimitedSender(
+                        HMSSender(
+                            client: try HMSClient(
+                                credentials: credentials, httpClient: httpClient, configuration: self.hms, logger: logger)),
+                        maxInFlight: maxInFlightPerProject)
+                } catch {
+                    throw ConfigurationError("hms: \(error)")
+                }
+            }
+            hmsFingerprint = fingerprint
+        } else {
+            senders[.huawei] = ConsoleSink(app: name)
+        }
+        Self.warnAboutUnboundKeys(app: name, keys: keys, settings: settings, logger: logger)
+        let verifier =
+            keys.isEmpty ? nil : JWTVerifier(keys: keys, issuer: settings.issuer, audience: settings.audience)
+        return AppProfile(
+            name: name, settings: settings, verifier: verifier, rules: rules,
+            rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
+            fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint)
+    }
+
+    /// An RS256/ES256 key is often an identity provider's, shared by all its tenants: without `issuer` and
+    /// `audience`, a token minted for another project of the same provider would be accepted.
+    static func warnAboutUnboundKeys(app: String, keys: [AuthKey], settings: AppSettings, logger: Logger) {
+        guard keys.contains(where: { $0.algorithm != .hs256 }) else { return }
+        let missing = [settings.issuer == nil ? "issuer" : nil, settings.audience == nil ? "audience" : nil].compactMap { $0 }
+        guard !missing.isEmpty else { return }
+        logger.warning(
+            "app accepts RS256/ES256 tokens without checking \(missing.joined(separator: " and ")): a key shared across tenants (an identity provider's) would accept tokens minted for another project; set them in the app settings",
+            metadata: ["app": "\(app)", "missing": "\(missing.joined(separator: ","))"])
+    }
+
+    static func fingerprint(_ bytes: [UInt8]) -> String {
+        Base64URL.encode(SHA256.hash(bytes))
+    }
+}
