@@ -77,6 +77,15 @@ final class EventProcessor: Sendable {
         if outcome.revoked > 0 {
             metrics.revoked(reason: event.operation == .namespaceDeleted ? "namespace_does_not_exist" : "too_big", count: outcome.revoked)
         }
+        if outcome.expired > 0 {
+            metrics.revoked(reason: "expired", count: outcome.expired)
+            logger.notice(
+                "subscriptions revoked",
+                metadata: [
+                    "app": "\(event.app)", "reason": "expired", "count": "\(outcome.expired)",
+                    "kafka.partition": "\(record.partition)", "revocation.after.offset": "\(outcome.expiredAfterOffset)",
+                ])
+        }
     }
 
     private func deadLetter(_ record: KafkaRecord, reason: String, ticket: UInt64) {
