@@ -19,6 +19,7 @@ is that event itself.
 from __future__ import annotations
 
 import copy
+import http.client
 import json
 import math
 import random
@@ -31,8 +32,8 @@ from typing import Optional
 import jwt
 import pytest
 
-from cluster import (Cluster, Http, OffsetPublisher, Write, WriteStream, gauge, log_lines, partition_of, rss_kib,
-                     run_parallel, subscription_id)
+from cluster import (Answer, Cluster, Http, OffsetPublisher, Write, WriteStream, gauge, log_lines, partition_of,
+                     rss_kib, run_parallel, subscription_id)
 from gateway import Gateway
 from kafka_util import client_config, read_topic
 from procutil import free_port, wait_for
@@ -489,6 +490,185 @@ def test_read_your_writes_through_another_replica(shared):
         assert listed(writer, app, uid) == model[(app, uid)], f"#{i} stale list through {writer.name}"
     print(f"\nread-your-writes: 100 create/read/list/duplicate/delete/read/list rounds (700 calls, {forwarded} of the "
           f"200 writer/reader sides not on the owner) in {time.monotonic() - t0:.1f} s")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. API calls during a rebalance
+# ---------------------------------------------------------------------------------------------------------
+
+
+class Caller:
+    """One client (its own uid in every app) calling the API in a loop through whichever replicas are in
+    ``targets``, keeping an exact model of its subscriptions, and checking every answer against it: the
+    right status and body, or 503 with Retry-After (then the call is repeated until answered)."""
+
+    def __init__(self, index: int, apps: list[str], http: Http, targets: list[Gateway], lock: threading.Lock):
+        self.uid = f"caller{index}"
+        self.apps, self.http, self.targets, self.lock = apps, http, targets, lock
+        self.random = random.Random(index)
+        self.model: dict[str, dict[str, dict]] = {app: {} for app in apps}  # app -> id -> document
+        self.gone: dict[str, dict[str, dict]] = {app: {} for app in apps}  # deleted ones: app -> id -> request
+        self.wrong: list[str] = []
+        self.calls = 0
+        self.unavailable = 0
+        self.unreachable = 0
+        self.slowest = 0.0
+        self.made = 0
+
+    def call(self, method: str, path: str, body=None) -> tuple[int, Answer, bool]:
+        """Repeats the call until it is answered with something other than 503 (each 503 must carry
+        Retry-After) or a refused connection (a replica going away). Returns (status, answer, uncertain):
+        uncertain when an earlier attempt of a write may have been applied."""
+        uncertain = False
+        while True:
+            with self.lock:
+                replica = self.random.choice(self.targets)
+            self.calls += 1
+            t0 = time.monotonic()
+            try:
+                answer = self.http.request(replica, method, path, body, bearer(self.uid))
+            except TimeoutError:
+                self.wrong.append(f"{method} {path} via {replica.name}: no answer within {self.http.timeout} s")
+                uncertain = uncertain or method != "GET"
+                continue
+            except (OSError, http.client.HTTPException):
+                # The replica is going away (connection refused or cut): the call goes elsewhere.
+                self.unreachable += 1
+                uncertain = uncertain or method != "GET"
+                continue
+            self.slowest = max(self.slowest, time.monotonic() - t0)
+            if answer.status == 503:
+                self.unavailable += 1
+                if "retry-after" not in answer.headers:
+                    self.wrong.append(f"{method} {path} via {replica.name}: 503 without Retry-After: {answer.text}")
+                uncertain = uncertain or method != "GET"
+                continue
+            return answer.status, answer, uncertain
+
+    def expect(self, ok: bool, what: str, answer: Answer) -> None:
+        if not ok:
+            self.wrong.append(f"{what}: {answer.status} {answer.text[:300]}")
+
+    def step(self) -> None:
+        app = self.random.choice(self.apps)
+        mine, gone = self.model[app], self.gone[app]
+        roll = self.random.random()
+        if roll < 0.35 or not mine:
+            self.made += 1
+            body = {"kind": "mobile", "mode": "noData", "path": f"/reb/{self.made}",
+                    "context": fcm_token(f"{app}.{self.uid}.{self.made}")}
+            status, answer, uncertain = self.call("POST", v2_path(app, self.uid), body)
+            if status == 201:
+                mine[answer.json()["id"]] = answer.json()
+            elif status == 409 and uncertain:
+                sid = subscription_id(app, self.uid, "mobile", body["path"], body["context"])
+                status, answer, _ = self.call("GET", v2_path(app, self.uid, sid))
+                self.expect(status == 200, f"GET after an uncertain create answered 409 ({app})", answer)
+                if status == 200:
+                    mine[sid] = answer.json()
+            else:
+                self.expect(False, f"create of a new subscription in {app}", answer)
+        elif roll < 0.45:
+            sid, doc = self.random.choice(list(mine.items()))
+            body = {"kind": doc["kind"], "mode": doc["mode"], "path": doc["path"], "context": doc["context"]}
+            status, answer, _ = self.call("POST", v2_path(app, self.uid), body)
+            self.expect(status == 409, f"duplicate create in {app} (never 201)", answer)
+        elif roll < 0.65:
+            sid, doc = self.random.choice(list(mine.items()))
+            status, answer, _ = self.call("GET", v2_path(app, self.uid, sid))
+            self.expect(status == 200 and answer.json() == doc, f"GET of an existing subscription in {app}", answer)
+        elif roll < 0.75 and gone:
+            sid = self.random.choice(list(gone))
+            status, answer, _ = self.call("GET", v2_path(app, self.uid, sid))
+            self.expect(status == 404, f"GET of a deleted subscription in {app}", answer)
+        elif roll < 0.85:
+            sid = self.random.choice(list(mine))
+            status, answer, uncertain = self.call("DELETE", v2_path(app, self.uid, sid))
+            self.expect(status == 204 or (status == 404 and uncertain), f"DELETE of an existing subscription in {app}",
+                        answer)
+            gone[sid] = mine.pop(sid)
+        else:
+            status, answer, _ = self.call("GET", v2_path(app, self.uid))
+            listed = {d["id"]: d for d in answer.json()["subscriptions"]} if status == 200 else None
+            self.expect(listed == mine, f"list in {app} ({len(mine)} expected)", answer)
+
+
+@pytest.mark.timeout(180)
+def test_api_calls_during_a_rebalance_are_right_or_503(stack_factory, fake_fcm):
+    """Six clients call the API through every live replica while a third replica joins and then one leaves:
+    every answer is the right one, or 503 with Retry-After; never a 404 for an existing subscription, a 201 for
+    a duplicate, or a stale list."""
+    stack = stack_factory(start=False, partitions=SHARED_PARTITIONS)
+    stack.fcm_account = fake_fcm.service_account_file("rebalance")
+    apps = apps_on_partitions(f"reb{uuid.uuid4().hex[:4]}", SHARED_PARTITIONS, [1] * SHARED_PARTITIONS)
+    for app in apps:
+        stack.write_app_settings(app, app_settings(stack, app))
+    cluster = Cluster(stack, SHARED_PARTITIONS)
+    http = Http()
+    lock = threading.Lock()
+    stopping = threading.Event()
+    threads: list[threading.Thread] = []
+    phases: list[str] = []
+    try:
+        a, b = cluster.start(2)
+        cluster.wait_stable()
+        targets = [a, b]
+        callers = [Caller(i, apps, http, targets, lock) for i in range(6)]
+
+        def run(caller: Caller) -> None:
+            while not stopping.is_set():
+                caller.step()
+        threads = [threading.Thread(target=run, args=(c,), daemon=True) for c in callers]
+        for t in threads:
+            t.start()
+
+        def stream_for(seconds: float) -> None:
+            """Lets the calls stream ``seconds`` more (at least 50 of them)."""
+            before = sum(c.calls for c in callers)
+            wait_for(lambda: sum(c.calls for c in callers) >= before + 50 or not all(t.is_alive() for t in threads),
+                     timeout=30, what="50 more calls")
+            stopping.wait(seconds)
+
+        stream_for(2)
+        t0 = time.monotonic()
+        c = cluster.add(wait_ready=False)  # joins while the calls stream
+        c.wait_ready()
+        with lock:
+            targets.append(c)
+        cluster.wait_stable([a, b, c])
+        phases.append(f"{c.name} joined: stable {time.monotonic() - t0:.1f} s after its start")
+        stream_for(2)
+        t0 = time.monotonic()
+        with lock:
+            targets.remove(b)  # as a Service stops routing to it; the others may still forward to it meanwhile
+        leaving = threading.Thread(target=b.stop)
+        leaving.start()
+        cluster.wait_stable([a, c])
+        phases.append(f"{b.name} left (SIGTERM): stable {time.monotonic() - t0:.1f} s later")
+        leaving.join(30)
+        stream_for(2)
+        stopping.set()
+        for t in threads:
+            t.join(30)
+        assert not any(t.is_alive() for t in threads), "a client is stuck"
+        wrong = [w for caller in callers for w in caller.wrong]
+        # Finally, every client's model is what each remaining replica lists.
+        for caller in callers:
+            for app in apps:
+                for r in (a, c):
+                    answer = http.request(r, "GET", v2_path(app, caller.uid), headers=bearer(caller.uid))
+                    listed = {d["id"]: d for d in answer.json()["subscriptions"]} if answer.status == 200 else None
+                    if listed != caller.model[app]:
+                        wrong.append(f"final list of {caller.uid} in {app} through {r.name}: {answer.status}")
+    finally:
+        stopping.set()
+        cluster.stop()
+    total = sum(caller.calls for caller in callers)
+    print(f"\nrebalance: {total} calls by {len(callers)} clients; {'; '.join(phases)}; "
+          f"{sum(c.unavailable for c in callers)} answered 503 with Retry-After (repeated), "
+          f"{sum(c.unreachable for c in callers)} connections refused or cut; slowest answer "
+          f"{max(c.slowest for c in callers):.2f} s")
+    assert not wrong, f"{len(wrong)} wrong answers:\n" + "\n".join(wrong[:20])
 
 
 # ---------------------------------------------------------------------------------------------------------
