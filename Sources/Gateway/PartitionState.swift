@@ -319,9 +319,10 @@ final class PartitionState: Sendable {
         var notifications = 0
         /// Revoked by the event itself (`too_big`, `namespace_does_not_exist`).
         var revoked = 0
-        /// Revoked as `expired` before the event was matched, after the event at `expiredAfterOffset`.
+        /// Revoked as `expired` before the event was matched.
         var expired = 0
-        var expiredAfterOffset: Int64 = -1
+        /// The offset of the last change event matched before this one: the revocation point of both.
+        var afterOffset: Int64 = -1
     }
 
     /// Matches one change event (on the consumer's thread, in log order) under the lock: revokes the app's
@@ -344,7 +345,7 @@ final class PartitionState: Sendable {
             // Expiry takes effect at a point too: what has expired by `now` is revoked before this event is
             // matched (matching skips it from now on), not silently skipped until the next sweep.
             let expired = app.index.expiredSubscriptions(now: now)
-            let expiredAfterOffset = contents.lastEventOffset
+            let afterOffset = contents.lastEventOffset
             if !expired.isEmpty {
                 markers += expired.count
                 revokes += revokeLocked(
@@ -430,7 +431,7 @@ final class PartitionState: Sendable {
             }
             return EventOutcome(
                 notifications: queued.count, revoked: revokes.count - expired.count, expired: expired.count,
-                expiredAfterOffset: expiredAfterOffset)
+                afterOffset: afterOffset)
         }
         for action in deferred { action() }
         return outcome

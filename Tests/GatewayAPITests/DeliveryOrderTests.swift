@@ -108,7 +108,7 @@ final class DeliveryOrderTests: XCTestCase {
         let expiresAt = try XCTUnwrap(harness.subscriptions(Self.app).first?.settings.expiresAt)
         let second = try harness.process(try set("/x", "2"), offset: 1, now: expiresAt)
         XCTAssertEqual(second.expired, 1)
-        XCTAssertEqual(second.expiredAfterOffset, 0, "the point is after the last event matched")
+        XCTAssertEqual(second.afterOffset, 0, "the point is after the last event matched")
         XCTAssertEqual(second.notifications, 0)
         await harness.eventually("the value, then the revoke") { harness.sender.sent(to: "d1").count == 2 }
         XCTAssertEqual(delivered(harness, to: "d1"), ["1", "revoke:expired"])
