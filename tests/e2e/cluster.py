@@ -18,7 +18,8 @@ import time
 import uuid
 import zlib
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
+from types import SimpleNamespace
+from typing import Callable, Optional
 
 import confluent_kafka
 
@@ -88,12 +89,21 @@ class Cluster:
         self.stack = stack
         self.partitions = partitions
         self.replicas: list[Gateway] = []
+        self.reports: list[list] = []
+
+    def report_to(self, item) -> None:
+        """A failure of test ``item`` shows every replica's output (conftest's report hook)."""
+        views = item.__dict__.setdefault("_e2e_stacks", [])
+        self.reports.append(views)
+        views.extend(SimpleNamespace(name=r.name, gateway=r) for r in self.replicas)
 
     def add(self, start: bool = True, wait_ready: bool = True) -> Gateway:
         config = copy.deepcopy(self.stack.config)
         config["http"]["port"] = free_port()
         replica = Gateway(self.stack.workdir, config=config, name=f"replica{len(self.replicas)}")
         self.replicas.append(replica)
+        for views in self.reports:
+            views.append(SimpleNamespace(name=replica.name, gateway=replica))
         if start:
             replica.start(wait_ready=wait_ready)
         return replica
@@ -348,9 +358,25 @@ class WriteStream:
         return list(self.writes)
 
 
-def chunks(items: list, size: int) -> Iterable[list]:
-    for i in range(0, len(items), size):
-        yield items[i:i + size]
+class Background:
+    """A function run on its own thread; ``join`` re-raises what it raised."""
+
+    def __init__(self, target: Callable[[], None]):
+        self.failure: Optional[BaseException] = None
+
+        def run() -> None:
+            try:
+                target()
+            except BaseException as exc:  # noqa: BLE001 - re-raised by join()
+                self.failure = exc
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), f"background work still running after {timeout}s"
+        if self.failure is not None:
+            raise self.failure
 
 
 def run_parallel(count: int, work: Callable[[int], None], timeout: float) -> None:
