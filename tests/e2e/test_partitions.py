@@ -898,3 +898,68 @@ def test_pending_retries_of_a_revoked_device_leave_before_its_revoke(shared):
     print(f"\nretries then revoke: {len(writes)} writes at 20/s; {pending_at_point} of {DEVICES} devices still had "
           f"retries pending when revoked; each got its pending value (coalesced to the latest before the point) and "
           f"then the revoke, nothing after")
+
+
+@pytest.mark.timeout(180)
+def test_pending_retries_and_revokes_of_a_killed_owner_are_delivered_in_order_by_the_new_owner(
+        request, stack_factory, fake_fcm, broker):
+    """As above, but the owner is killed (-9) after the revocation, while the devices' retries and revokes are
+    still pending: the replica that takes the partition over finds them in the state topic (retry lines and
+    revocation markers) and delivers the pending values, then the revokes; nothing after them."""
+    stack = stack_factory(start=False)
+    stack.fcm_account = fake_fcm.service_account_file("killrev")
+    app = f"killrev-{uuid.uuid4().hex[:6]}"
+    stack.write_app_settings(app, app_settings(stack, app))
+    cluster = Cluster(stack, 4)
+    cluster.report_to(request.node)
+    publisher = OffsetPublisher(broker.bootstrap)
+    shared = Shared(stack, cluster, Http(), publisher)
+    try:
+        cluster.start(2)
+        ownership = cluster.wait_stable()
+        owner = cluster.owner_of(app, ownership)
+        survivor = next(r for r in cluster.replicas if r is not owner)
+        tokens = subscribe_devices(shared, app)
+        for token in tokens:  # retried after about 1, 2, 4 and 8 s: pending well past the kill
+            stack.fake.server.state.inject(http_status=503, token=token, count=4)
+        stream = WriteStream(publisher, stack.topics.changes, app, NODE, rate=20).start()
+        try:
+            stream.wait_writes(30)
+            stack.write_app_settings(app, app_settings(stack, app, rules={"rules": {".read": False}}))
+            line = wait_revocation_line(shared, app, "permission_denied")
+            stream.wait_writes(len(stream.writes) + 20)
+        finally:
+            writes = stream.stop()
+        requests_before_kill = {t: len(stack.fake.sends_for(t, ok_only=False)) for t in tokens}
+        assert not any(data_of(s).get("t") == "revoke" for t in tokens for s in stack.fake.sends_for(t)), \
+            "a revoke left before the kill: nothing was pending"
+        killed = time.monotonic()
+        owner.kill()
+        cluster.wait_stable([survivor], timeout=60)
+        wait_revokes(shared, tokens, timeout=90)
+        delivered_s = time.monotonic() - killed
+        barrier(shared, app)
+        assert_quiet(shared, tokens)
+
+        point = int(line["revocation.after.offset"])
+        offsets = {w.n: w.offset for w in writes}
+        latest = max(w.n for w in writes if w.offset <= point)
+        for token in tokens:
+            requests = stack.fake.sends_for(token, ok_only=False)
+            messages = [(s.get("status"), data_of(s)) for s in requests]
+            detail = f"device {token[:24]}…, point after offset {point}:\n  " + describe_sends(requests)
+            assert messages[-1] == (200, {"t": "revoke", "r": "permission_denied", "app": app, "sp": NODE}), detail
+            assert all(d.get("t") == "value" for _, d in messages[:-1]), "the revoke is the last request\n" + detail
+            tried = [value_n(d) for _, d in messages[:-1]]
+            assert all(offsets[n] <= point for n in tried), "a value after the revocation point was sent\n" + detail
+            assert tried == sorted(tried), "values out of order\n" + detail
+            delivered = [value_n(d) for status, d in messages[:-1] if status == 200]
+            assert delivered and delivered[-1] == latest, (
+                f"the latest value before the point ({latest}) must be delivered before the revoke\n" + detail)
+        print(f"\nkill with retries and revokes pending: {len(writes)} writes, {owner.name} killed with "
+              f"{sum(requests_before_kill.values())} requests made to the {DEVICES} devices (none delivered the "
+              f"revoke); {survivor.name} delivered each device's latest value before the point, then its revoke, "
+              f"{delivered_s:.1f} s after the kill")
+    finally:
+        publisher.close()
+        cluster.stop()
