@@ -45,13 +45,27 @@ def subscription_id(app: str, uid: str, kind: str, path: str, context: str, dest
     return base64.urlsafe_b64encode(hashlib.sha256(material).digest()[:16]).rstrip(b"=").decode()
 
 
-def rss_kib(pid: int) -> int:
-    """Resident memory of a process (VmRSS in /proc/<pid>/status), in KiB."""
+@dataclass
+class Memory:
+    """Resident memory of a process (/proc/<pid>/status), KiB: all of it (VmRSS) and its anonymous part
+    (RssAnon: the heap, without the mapped binary and libraries)."""
+    rss: int
+    anon: int
+
+    def __sub__(self, other: "Memory") -> "Memory":
+        return Memory(self.rss - other.rss, self.anon - other.anon)
+
+    def __str__(self) -> str:
+        return f"RSS {self.rss / 1024:.1f} MiB (anonymous {self.anon / 1024:.1f} MiB)"
+
+
+def memory(pid: int) -> Memory:
+    fields = {}
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise AssertionError(f"no VmRSS for pid {pid}")
+            name, _, value = line.partition(":")
+            fields[name] = value.split()
+    return Memory(int(fields["VmRSS"][0]), int(fields["RssAnon"][0]))
 
 
 def log_lines(gateway: Gateway, msg: Optional[str] = None) -> list[dict]:

@@ -34,7 +34,7 @@ import jwt
 import pytest
 
 from cluster import (Answer, Background, Cluster, Http, OffsetPublisher, Write, WriteStream, gauge, log_lines,
-                     partition_of, rss_kib, run_parallel, subscription_id)
+                     memory, partition_of, run_parallel, subscription_id)
 from gateway import Gateway
 from kafka_util import client_config, read_topic
 from procutil import free_port, wait_for
@@ -193,9 +193,9 @@ def read_all(api: Http, replica: Gateway, apps: list[str], threads: int = 12) ->
     return found
 
 
-def reference_rss(stack, label: str) -> tuple[int, float, float]:
+def reference_memory(stack, label: str):
     """Starts a gateway alone in a consumer group of its own over the stack's topics (it owns every partition
-    and loads the whole state topic), returns (RSS KiB, subscriptions held, seconds to ready), stops it. No
+    and loads the whole state topic), returns (its memory, subscriptions held, seconds to ready), stops it. No
     change event is published while it runs, so it sends nothing; its load markers carry no value."""
     config = copy.deepcopy(stack.config)
     config["http"]["port"] = free_port()
@@ -205,7 +205,7 @@ def reference_rss(stack, label: str) -> tuple[int, float, float]:
     try:
         reference.start()
         ready = time.monotonic() - t0
-        return rss_kib(reference.proc.pid), gauge(reference, "pushgateway_subscriptions"), ready
+        return memory(reference.proc.pid), gauge(reference, "pushgateway_subscriptions"), ready
     finally:
         reference.stop()
 
@@ -236,7 +236,7 @@ def test_three_replicas_hold_a_third_each_and_take_over_after_kill(request, stac
         per_partition[partition_of(sub.app, SCALE_PARTITIONS)] += 1
 
     # Memory of a gateway that holds nothing (alone in its group, empty state topic): the baseline.
-    empty_rss, _, _ = reference_rss(stack, "empty")
+    empty, _, _ = reference_memory(stack, "empty")
     t0 = time.monotonic()
     prewrite(broker.bootstrap, stack.topics.state, prewritten)
     print(f"\nscale: {len(prewritten)} subscriptions written into the state topic in {time.monotonic() - t0:.1f} s")
@@ -266,28 +266,33 @@ def test_three_replicas_hold_a_third_each_and_take_over_after_kill(request, stac
 
         # Each replica holds about a third: exactly the subscriptions of the partitions it owns.
         held = {r: gauge(r, "pushgateway_subscriptions") for r in replicas}
-        rss = {r: rss_kib(r.proc.pid) for r in replicas}
+        used = {r: memory(r.proc.pid) for r in replicas}
         for r in replicas:
             assert held[r] == sum(per_partition[p] for p in ownership[r]), (r.name, held[r], sorted(ownership[r]))
             assert 0.25 <= held[r] / len(subs) <= 0.42, (r.name, held[r])
         assert sum(held.values()) == len(subs)
 
-        # Resident memory: against a gateway that holds nothing and one that holds everything (alone in its
-        # group, it loads all 12 partitions), the memory a replica spends on subscriptions is about its share.
-        full_rss, full_held, full_ready = reference_rss(stack, "full")
+        # Resident memory, against a gateway that holds nothing and one that holds everything (alone in its
+        # group, it loads all 12 partitions): the heap a replica spends (its anonymous memory beyond the empty
+        # gateway's) is about its share of the full copy's, far from all of it. The bound is loose on purpose:
+        # the replicas have also served 12,000 API calls, and the full copy's heap varies from run to run with
+        # what the load left in the allocator (+17 to +26 MiB seen); a replica holding everything would be over
+        # 100 %. (VmRSS is mostly the mapped binary, the same in every process.)
+        full, full_held, full_ready = reference_memory(stack, "full")
         assert full_held == len(subs)
-        full_extra = full_rss - empty_rss
-        print(f"scale: RSS of a gateway holding nothing {empty_rss / 1024:.1f} MiB; holding all {len(subs)} "
-              f"{full_rss / 1024:.1f} MiB (+{full_extra / 1024:.1f} MiB, {full_extra * 1024 / len(subs):.0f} B per "
+        full_extra = full - empty
+        print(f"scale: a gateway holding nothing: {empty}; one holding all {len(subs)}: {full} "
+              f"(+{full_extra.anon / 1024:.1f} MiB anonymous, {full_extra.anon * 1024 / len(subs):.0f} B per "
               f"subscription; started and loaded in {full_ready:.1f} s)")
         for r in replicas:
-            extra = rss[r] - empty_rss
+            extra = used[r] - empty
             print(f"scale: {r.name} owns partitions {sorted(ownership[r])}: {held[r]:.0f} subscriptions "
-                  f"({held[r] / len(subs):.0%}), RSS {rss[r] / 1024:.1f} MiB (+{extra / 1024:.1f} MiB, "
-                  f"{extra / full_extra:.0%} of the full copy's)")
-        assert full_extra >= 8 * 1024, "30,000 subscriptions should take some memory: the comparison means nothing"
+                  f"({held[r] / len(subs):.0%}), {used[r]} (+{extra.anon / 1024:.1f} MiB anonymous, "
+                  f"{extra.anon / full_extra.anon:.0%} of the full copy's)")
+        assert full_extra.anon >= 8 * 1024, "30,000 subscriptions should take some memory: the comparison means nothing"
         for r in replicas:
-            assert rss[r] - empty_rss <= 0.6 * full_extra, (r.name, rss[r], empty_rss, full_rss)
+            assert used[r].rss < full.rss, (r.name, used[r], full)
+            assert (used[r] - empty).anon <= 0.75 * full_extra.anon, (r.name, used[r], empty, full)
 
         # kill -9 one replica; events are published for every (app, path) while the survivors take over, and a
         # few subscriptions are created through the survivors meanwhile (503 with Retry-After is retried).
@@ -378,8 +383,7 @@ def test_three_replicas_hold_a_third_each_and_take_over_after_kill(request, stac
         held = {r: gauge(r, "pushgateway_subscriptions") for r in survivors}
         assert sum(held.values()) == len(expected), held
         for r in survivors:
-            print(f"scale: after the takeover {r.name} holds {held[r]:.0f} subscriptions, RSS "
-                  f"{rss_kib(r.proc.pid) / 1024:.1f} MiB")
+            print(f"scale: after the takeover {r.name} holds {held[r]:.0f} subscriptions, {memory(r.proc.pid)}")
         publisher.close()
     finally:
         cluster.stop()
