@@ -1,5 +1,5 @@
 """Several gateway replicas in one consumer group (issue 14): starting them, seeing who owns which partition,
-killing one, measuring them; a light HTTP client for many concurrent API calls; a publisher that reports the
+measuring their memory, reading their logs; a light HTTP client for many concurrent API calls; a publisher that reports the
 offset of every write; the gateway's JSON log lines.
 
 The replicas share one ``Stack`` (its topics, group id, app settings directory and fake FCM): each is the
@@ -134,8 +134,12 @@ class Cluster:
         return [r for r in self.replicas if r.proc is not None and r.proc.alive()]
 
     def stop(self) -> None:
-        for replica in self.replicas:
-            replica.stop()
+        """Stops every replica (SIGTERM, then SIGKILL after the grace), all at once."""
+        stopping = [threading.Thread(target=replica.stop) for replica in self.replicas]
+        for t in stopping:
+            t.start()
+        for t in stopping:
+            t.join(60)
 
     # -- ownership ------------------------------------------------------------------------------------------
 
