@@ -701,6 +701,45 @@ def test_api_calls_during_a_rebalance_are_right_or_503(request, stack_factory, f
     assert not wrong, f"{len(wrong)} wrong answers:\n" + "\n".join(wrong[:20])
 
 
+@pytest.mark.timeout(120)
+def test_calls_for_a_killed_owners_apps_wait_for_the_new_owner(request, stack_factory, fake_fcm):
+    """The owner of an app is killed (-9): until the group gives its partitions to the survivor (the session
+    timeout, then a rebalance), the survivor still sees it as the owner. Calls through the survivor wait for the
+    new owner, up to the bound (`http.ownerWaitMs`, 5 s), then get 503 with Retry-After; never an immediate 503
+    from a dead address, never a wrong answer."""
+    stack = stack_factory(start=False)
+    stack.fcm_account = fake_fcm.service_account_file("deadowner")
+    app = f"deadowner-{uuid.uuid4().hex[:6]}"
+    stack.write_app_settings(app, app_settings(stack, app))
+    cluster = Cluster(stack, 4)
+    cluster.report_to(request.node)
+    api = Http(timeout=30)
+    try:
+        cluster.start(2)
+        owner = cluster.owner_of(app, cluster.wait_stable())
+        survivor = next(r for r in cluster.replicas if r is not owner)
+        body = {"kind": "mobile", "mode": "noData", "path": "/x", "context": fcm_token(f"{app}.d")}
+        created = api.request(survivor, "POST", v2_path(app, "u"), body, bearer("u"))
+        assert created.status == 201, created.text
+        killed = time.monotonic()
+        owner.kill()
+        answers = []
+        while True:
+            t0 = time.monotonic()
+            answer = api.request(survivor, "GET", v2_path(app, "u"), headers=bearer("u"))
+            answers.append((round(t0 - killed, 1), answer.status, round(time.monotonic() - t0, 1)))
+            if answer.status != 503:
+                break
+            assert "retry-after" in answer.headers, answer.headers
+            assert time.monotonic() - t0 >= 2.0, f"503 without waiting for a new owner: {answers}"
+            assert time.monotonic() - killed < 60, answers
+        assert answer.status == 200 and answer.json()["subscriptions"] == [created.json()], (answer.status, answer.text)
+        print(f"\ndead owner: calls through the survivor after kill -9 of {owner.name} (at s, status, took s): "
+              f"{answers}")
+    finally:
+        cluster.stop()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # 4 and 5. Revocation order under a stream of writes
 # ---------------------------------------------------------------------------------------------------------
