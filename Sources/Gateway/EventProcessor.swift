@@ -88,9 +88,25 @@ final class EventProcessor: Sendable {
             tickets: tickets, delivery: delivery, payloads: payloads)
         metrics.eventsConsumed.increment()
         if outcome.notifications > 0 { metrics.eventsMatched.increment() }
-        if outcome.revoked > 0 {
-            metrics.revoked(reason: event.operation == .namespaceDeleted ? "namespace_does_not_exist" : "too_big", count: outcome.revoked)
+        if outcome.expired > 0 {
+            revoked(outcome.expired, reason: "expired", app: event.app, record: record, after: outcome.afterOffset)
         }
+        if outcome.revoked > 0 {
+            let reason = event.operation == .namespaceDeleted ? "namespace_does_not_exist" : "too_big"
+            revoked(outcome.revoked, reason: reason, app: event.app, record: record, after: outcome.afterOffset)
+        }
+    }
+
+    /// Counts and logs revocations made while matching `record` (as the sweep logs its own): their point is
+    /// after the event at offset `after`, before this one.
+    private func revoked(_ count: Int, reason: String, app: String, record: KafkaRecord, after: Int64) {
+        metrics.revoked(reason: reason, count: count)
+        logger.notice(
+            "subscriptions revoked",
+            metadata: [
+                "app": "\(app)", "reason": "\(reason)", "count": "\(count)", "kafka.partition": "\(record.partition)",
+                "kafka.offset": "\(record.offset)", "revocation.after.offset": "\(after)",
+            ])
     }
 
     private func deadLetter(_ record: KafkaRecord, reason: String, ticket: UInt64) {

@@ -393,13 +393,19 @@ final class PartitionState: Sendable {
     /// What matching one event did.
     struct EventOutcome {
         var notifications = 0
+        /// Revoked by the event itself (`too_big`, `namespace_does_not_exist`).
         var revoked = 0
+        /// Revoked as `expired` before the event was matched.
+        var expired = 0
+        /// The offset of the last change event matched before this one: the revocation point of both.
+        var afterOffset: Int64 = -1
     }
 
-    /// Matches one change event (on the consumer's thread, in log order) under the lock: updates the shadows,
-    /// revokes what the event makes invalid (`too_big`, `namespace_does_not_exist`), queues every
-    /// notification for delivery in this order, and checkpoints the changed shadows. Each notification and
-    /// each state write holds `ticket` until it is settled.
+    /// Matches one change event (on the consumer's thread, in log order) under the lock: revokes the app's
+    /// subscriptions expired by `now` first (so an expiry's revocation point is exact: matching skips them
+    /// from here on), updates the shadows, revokes what the event makes invalid (`too_big`,
+    /// `namespace_does_not_exist`), queues every notification for delivery in this order, and checkpoints the
+    /// changed shadows. Each notification and each state write holds `ticket` until it is settled.
     func process(
         _ event: ChangeEvent, offset: Int64, profile: AppProfile, now: Int64, eventTime: Double?, ticket: UInt64,
         tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
@@ -409,13 +415,23 @@ final class PartitionState: Sendable {
         let limit = profile.settings.shadowMaxBytes
         let outcome = contents.withLock { contents -> EventOutcome in
             guard contents.role == .owner else { return EventOutcome() }
-            contents.lastEventOffset = offset
             let app = contents.app(event.app)
+            var revokes: [PendingNotification] = []
+            var markers = 0
+            // Expiry takes effect at a point too: what has expired by `now` is revoked before this event is
+            // matched (matching skips it from now on), not silently skipped until the next sweep.
+            let expired = app.index.expiredSubscriptions(now: now)
+            let afterOffset = contents.lastEventOffset
+            if !expired.isEmpty {
+                markers += expired.count
+                revokes += revokeLocked(
+                    expired, app: app, reason: .expired, in: &contents, onMarker: { _ in tickets.release(ticket) },
+                    deferred: &deferred, now: clock)
+            }
+            contents.lastEventOffset = offset
             app.dataReplaced(at: event.path)
             var matched = app.index.apply(event, now: now)
-            var revokes: [PendingNotification] = []
             var checkpoints: [StateRecord] = []
-            var markers = 0
             // NAMESPACE_DELETED: the index removed everything and returned the revocations.
             if event.operation == .namespaceDeleted {
                 let removed = matched.flatMap { notification in
@@ -493,7 +509,9 @@ final class PartitionState: Sendable {
                     }
                 }, deferred: &deferred)
             }
-            return EventOutcome(notifications: queued.count, revoked: revokes.count)
+            return EventOutcome(
+                notifications: queued.count, revoked: revokes.count - expired.count, expired: expired.count,
+                afterOffset: afterOffset)
         }
         for action in deferred { action() }
         return outcome

@@ -54,6 +54,10 @@ struct RequestRouter: RequestRouting {
             return ForwardedResponse(status: response.status, headers: response.headers, body: response.body)
         } catch {
             logger.warning("forwarding to the owner failed", metadata: ["owner": "\(address)", "error": "\(error)"])
+            // The owner is gone (killed, say) but still in the view until the group reassigns its partitions: the
+            // caller asks again, so wait for the view to change first (a share of the bound), or all its attempts
+            // would fail within milliseconds and the call get 503 without waiting for the new owner.
+            await membership.waitForChange(timeout: waitBound / Forwarding.maximumAttempts)
             return nil
         }
     }

@@ -50,7 +50,7 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
                 }
                 // Not the owner any more, or unreachable: the view is stale; ask again (the router waits for a
                 // change, bounded).
-                if attempts >= 20 {
+                if attempts >= Forwarding.maximumAttempts {
                     return Routes.errorResponse(.unavailable("the application's owner cannot be reached; retry", retryAfterSeconds: 1))
                 }
             }

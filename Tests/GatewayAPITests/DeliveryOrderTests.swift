@@ -95,6 +95,30 @@ final class DeliveryOrderTests: XCTestCase {
         XCTAssertEqual(harness.subscriptions(Self.app).map(\.subscriber.token), ["d2"])
     }
 
+    /// An expiry takes effect at an exact point too: before the app's next event is matched, not silently until
+    /// the next sweep. Events before it are delivered, then the revoke; the event after it reaches nobody.
+    func testExpiryIsRevokedBeforeTheNextEventIsMatched() async throws {
+        var settings = AppSettings()
+        settings.subscriptionTTLSeconds = 1  // (the revoke is queued at the event's time: 1 s ahead at most)
+        let harness = try await harness(apps: [Self.app: settings])
+        try await subscribe(harness, device: "d1")
+        let now = Int64(Date().timeIntervalSince1970)
+        let first = try harness.process(try set("/x", "1"), offset: 0, now: now)
+        XCTAssertEqual(first.expired, 0)
+        let expiresAt = try XCTUnwrap(harness.subscriptions(Self.app).first?.settings.expiresAt)
+        let second = try harness.process(try set("/x", "2"), offset: 1, now: expiresAt)
+        XCTAssertEqual(second.expired, 1)
+        XCTAssertEqual(second.afterOffset, 0, "the point is after the last event matched")
+        XCTAssertEqual(second.notifications, 0)
+        await harness.eventually("the value, then the revoke") { harness.sender.sent(to: "d1").count == 2 }
+        XCTAssertEqual(delivered(harness, to: "d1"), ["1", "revoke:expired"])
+        XCTAssertTrue(harness.subscriptions(Self.app).isEmpty)
+        await harness.eventually("offsets finished") { Set(harness.finished) == [0, 1] }
+        await harness.eventually("the tombstone") {
+            stateRecords(harness).last { $0.key.contains("\"d1\"") && !$0.key.hasPrefix("[\"retry\"") }?.value == nil
+        }
+    }
+
     /// A write produced before the revocation point (acknowledged after it) never brings the subscription back.
     func testAWriteFromBeforeTheRevocationDoesNotBringItBack() async throws {
         let harness = try await harness()

@@ -100,9 +100,9 @@ class Stack:
     """One gateway process wired to the session's broker and fake FCM, with its own topics."""
 
     def __init__(self, workdir: str, broker: Tansu, publisher: Publisher, fake: FakeFCM, name: str,
-                 extra_apps: Optional[dict] = None):
+                 extra_apps: Optional[dict] = None, partitions: int = 4):
         self.broker, self.publisher, self.fake = broker, publisher, fake
-        self.topics = Topics.unique(broker)
+        self.topics = Topics.unique(broker, partitions)
         self.name = f"{name}-{self.topics.suffix}"
         self.workdir = os.path.join(workdir, self.name)
         os.makedirs(self.workdir, exist_ok=True)

@@ -1,8 +1,8 @@
-"""Several replicas in one consumer group (SPEC §3: durability and scale, issues 3 and 14).
+"""Several replicas in one consumer group (SPEC §3 durability, issues 3 and 14).
 
-Each replica holds the state of the partitions it owns; a call through any replica is answered by the owner
-of the app's partition (forwarded), so what one call wrote is what the next one reads, through any replica.
-The larger scenarios (three replicas, a rebalance under calls, revocation order) are in test_partitions.py.
+Each replica holds the state of the partitions it owns and forwards every other call to the owner, so a
+subscription made through any replica is served at once through every replica, and by whichever replica owns
+the app's partition after a rebalance. (The larger cases are in test_partitions.py.)
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def test_two_replicas_share_subscriptions_and_take_over(stack_factory, uniq, tok
         a.must_subscribe(APP, s, t3, "noData")
         r = b.unsubscribe(APP, s, t3)
         assert r.status_code == 204, r.text
-        # Only the owner of the app's partition holds them (the other replica forwarded its calls there).
+        # Every call went to the owner of the app's partition, which alone holds the 2 subscriptions.
         held = sorted([subscriptions(a), subscriptions(b)])
         assert held == [0, 2], held
 
-        # The v2 API answers the same on both replicas, at once (both answer with the owner's answer).
+        # The v2 API answers the same on both replicas (the owner answers, the other forwards), at once.
         v2_app = "v2rep" + uniq[4:]
         stack.write_app_settings(v2_app, {"enabled": True, "authKeys": [{"alg": "HS256", "secret": V2_SECRET}]})
         token = jwt.encode({"uid": "alice", "exp": int(time.time()) + 600}, V2_SECRET, algorithm="HS256")
