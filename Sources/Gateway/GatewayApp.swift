@@ -148,7 +148,7 @@ public struct GatewayApp {
         let routing = RequestRouter(
             store: store, membership: membership, client: peerClient,
             waitBound: .milliseconds(configuration.http.ownerWaitMs),
-            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger)
+            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger, kafka: kafkaHealth)
         let router = Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing)
         let host = configuration.http.host

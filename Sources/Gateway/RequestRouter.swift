@@ -13,6 +13,8 @@ struct RequestRouter: RequestRouting {
     let waitBound: Duration
     let forwardTimeout: Duration
     let logger: Logger
+    /// While Kafka cannot be reached no owner can appear (the group cannot rebalance): no waiting then.
+    var kafka: KafkaHealth? = nil
 
     func route(app: String, forwarded: Bool) async -> RouteDecision {
         let deadline = ContinuousClock.now + waitBound
@@ -30,6 +32,9 @@ struct RequestRouter: RequestRouting {
                 default:
                     break
                 }
+            }
+            if partition >= 0, let reason = kafka?.notWritableReason {
+                return .unavailable(reason: "no replica serves the application's partition right now: \(reason); retry")
             }
             let left = deadline - ContinuousClock.now
             guard left > .zero else {
