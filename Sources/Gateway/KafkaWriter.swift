@@ -79,7 +79,11 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     func produce(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError? {
-        guard let producer = current.withLock({ $0 }) else { return KafkaError(message: "the producer is closed") }
+        // Once closing, nothing is queued any more: a record queued after the close would never be reported
+        // (a service cancelled with the others writes its last record then).
+        guard !closed.load(ordering: .relaxed), let producer = current.withLock({ $0 }) else {
+            return KafkaError(message: "the producer is closed")
+        }
         let health = self.health
         // Not the producer itself: a delivery report must never hold its last reference (it runs on the
         // producer's polling thread, which its deinit joins).

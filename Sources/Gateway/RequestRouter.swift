@@ -41,7 +41,9 @@ struct RequestRouter: RequestRouting {
                 return .unavailable(reason: "no replica serves the application's partition right now (rebalance); retry")
             }
             if partition < 0 {
-                _ = await store.waitForPartitionCount()
+                guard await store.waitForPartitionCount() > 0 else {
+                    return .unavailable(reason: "the gateway is stopping before its start was over")
+                }
             } else {
                 await membership.waitForChange(timeout: min(left, .milliseconds(250)))
             }

@@ -32,6 +32,15 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
             || code == RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID.rawValue || code == RD_KAFKA_RESP_ERR__FENCED.rawValue
     }
 
+    /// No broker answered (refused, timed out, all down): asking again later may succeed.
+    public var isUnreachable: Bool {
+        code == RD_KAFKA_RESP_ERR__TRANSPORT.rawValue || code == RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue
+            || code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue
+    }
+
+    /// The record was not stored within `message.timeout.ms`.
+    public var isTimeout: Bool { code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue }
+
     public var description: String { "KafkaError(\(code)): \(message)" }
 }
 
