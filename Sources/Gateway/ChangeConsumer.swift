@@ -135,7 +135,23 @@ final class ChangeConsumer: Service, Sendable {
     // MARK: Service
 
     func run() async throws {
-        guard await store.waitForPartitionCount() > 0 else { return }  // the start failed (the store said why)
+        // A shutdown while the start is not over (the broker cannot be reached) ends the wait: services stop in
+        // order, this one first, before the store hears of it.
+        let count = await withTaskCancellationHandler {
+            await withGracefulShutdownHandler {
+                await store.waitForPartitionCount()
+            } onGracefulShutdown: { [store] in
+                store.abandonCount()
+            }
+        } onCancel: { [store] in
+            store.abandonCount()
+        }
+        guard count > 0 else {
+            // The start failed: the store's error ends the group and says why; returning now would end it first,
+            // with "a service has finished unexpectedly" instead.
+            try await gracefulShutdown()
+            return
+        }
         let (loads, loadRequests) = AsyncStream<Int32>.makeStream()
         ownership.withLock { $0.loads = loadRequests }
         try consumer.subscribe(topics: [topic]) { [weak self] event in self?.rebalanced(event) }

@@ -149,7 +149,7 @@ public struct GatewayApp {
         let routing = RequestRouter(
             store: store, membership: membership, client: peerClient,
             waitBound: .milliseconds(configuration.http.ownerWaitMs),
-            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger)
+            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger, kafka: kafkaHealth)
         let admin = AdminService(
             token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
             membership: membership, board: board)

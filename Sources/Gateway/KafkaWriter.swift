@@ -13,7 +13,9 @@ import Synchronization
 /// librdkafka's producer unusable for good. It is then replaced by a fresh one, once per fatal error, logged
 /// and counted (`pushgateway_kafka_clients_replaced_total{client="producer"}`); the old one's unsettled records
 /// fail, and their writers write them again through the new one (``PartitionState`` repairs what it had
-/// decided; the API answers the call again or 503).
+/// decided; the API answers the call again or 503). A record refused because the broker fenced the producer
+/// (``KafkaError/fencesProducer``: Tansu does it for good after a timeout, without a fatal error) replaces it
+/// the same way, once per producer.
 final class KafkaWriter: Service, RecordSink, Sendable {
     private let properties: [String: String]
     private let flushTimeout: Duration
@@ -23,6 +25,8 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     private let current = Mutex<KafkaProducer?>(nil)
     private let replacements = DispatchQueue(label: "kafka-producer-replacement")
     private let closed = Atomic<Bool>(false)
+    /// A replacement is under way: later errors of the same producer do not start another.
+    private let replacing = Atomic<Bool>(false)
 
     init(properties: [String: String], flushTimeout: Duration, health: KafkaHealth, metrics: GatewayMetrics, logger: Logger) throws {
         self.properties = properties
@@ -40,16 +44,19 @@ final class KafkaWriter: Service, RecordSink, Sendable {
 
     private func handle(_ event: ClientEvent) {
         switch event {
-        case .fatal(let error): replace(after: error)
+        case .fatal(let error): replaceOnce(after: error)
         case .allBrokersDown: health.brokersDown(client: "producer")
         case .error: break
         }
     }
 
-    /// Replaces the producer (not on its own polling thread, which closing it joins).
-    private func replace(after error: KafkaError) {
+    /// Replaces the producer (not on its own polling thread, which closing it joins), unless a replacement is
+    /// under way already.
+    private func replaceOnce(after error: KafkaError) {
+        guard replacing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         health.producerReplacing(true)
         replacements.async { [self] in
+            defer { replacing.store(false, ordering: .releasing) }
             guard !closed.load(ordering: .relaxed) else { return }
             let fresh: KafkaProducer
             do {
@@ -63,7 +70,7 @@ final class KafkaWriter: Service, RecordSink, Sendable {
                 return current
             }
             metrics.kafkaClientReplaced("producer")
-            logger.error("Kafka producer replaced after a fatal error; its unsettled records are written again", metadata: ["error": "\(error)"])
+            logger.error("Kafka producer replaced after a fatal error or fencing; its unsettled records are written again", metadata: ["error": "\(error)"])
             health.producerReplacing(false)
             old?.close(flushTimeoutMs: 0)
         }
@@ -72,12 +79,29 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     func produce(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError? {
-        guard let producer = current.withLock({ $0 }) else { return KafkaError(message: "the producer is closed") }
+        // Once closing, nothing is queued any more: a record queued after the close would never be reported
+        // (a service cancelled with the others writes its last record then).
+        guard !closed.load(ordering: .relaxed), let producer = current.withLock({ $0 }) else {
+            return KafkaError(message: "the producer is closed")
+        }
         let health = self.health
-        return producer.enqueue(record) { result in
-            if case .success = result { health.reachable() }
+        // Not the producer itself: a delivery report must never hold its last reference (it runs on the
+        // producer's polling thread, which its deinit joins).
+        let id = ObjectIdentifier(producer)
+        return producer.enqueue(record) { [weak self] result in
+            switch result {
+            case .success: health.reachable()
+            case .failure(let error) where error.fencesProducer: self?.fenced(id, error)
+            case .failure: break
+            }
             completion(result)
         }
+    }
+
+    /// The broker refused a record of producer `id` for its id or epoch: replaced, if it is still the current one.
+    private func fenced(_ id: ObjectIdentifier, _ error: KafkaError) {
+        guard current.withLock({ $0.map(ObjectIdentifier.init) == id }) else { return }
+        replaceOnce(after: error)
     }
 
     func run() async throws {

@@ -25,6 +25,8 @@ final class PartitionState: Sendable {
     private let sink: any RecordSink
     private let contents: Mutex<PartitionContents>
     private let logger: Logger
+    /// Failed writes are logged at most once per error code and interval, over all partitions.
+    private static let failureLog = LogLimiter()
 
     init(partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, logger: Logger) {
         self.partition = partition
@@ -136,9 +138,13 @@ final class PartitionState: Sendable {
                 stored = true
                 contents.logEnd = max(contents.logEnd, offset + 1)
                 if case .subscription(let subscription) = write.record { contents.apply(subscription, sequence: sequence) }
-            } else if case .failure(let error) = result {
+            } else if case .failure(let error) = result,
+                case .log(let suppressed) = Self.failureLog.decide(facility: "\(error.code)")
+            {
+                // Every write fails while the broker is away: one line per kind of error and interval.
                 logger.error(
-                    "state write failed", metadata: ["kafka.partition": "\(partition)", "error": "\(error)"])
+                    "state write failed",
+                    metadata: ["kafka.partition": "\(partition)", "error": "\(error)", "suppressed": "\(suppressed)"])
             }
             if let created = write.creates, case .subscription(let subscription) = write.record {
                 contents.existingApp(subscription.app)?.reserve(created, by: -1)

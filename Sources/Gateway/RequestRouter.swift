@@ -13,6 +13,8 @@ struct RequestRouter: RequestRouting {
     let waitBound: Duration
     let forwardTimeout: Duration
     let logger: Logger
+    /// While Kafka cannot be reached no owner can appear (the group cannot rebalance): no waiting then.
+    var kafka: KafkaHealth? = nil
 
     func route(app: String, forwarded: Bool) async -> RouteDecision {
         let deadline = ContinuousClock.now + waitBound
@@ -31,12 +33,17 @@ struct RequestRouter: RequestRouting {
                     break
                 }
             }
+            if partition >= 0, let reason = kafka?.notWritableReason {
+                return .unavailable(reason: "no replica serves the application's partition right now: \(reason); retry")
+            }
             let left = deadline - ContinuousClock.now
             guard left > .zero else {
                 return .unavailable(reason: "no replica serves the application's partition right now (rebalance); retry")
             }
             if partition < 0 {
-                _ = await store.waitForPartitionCount()
+                guard await store.waitForPartitionCount() > 0 else {
+                    return .unavailable(reason: "the gateway is stopping before its start was over")
+                }
             } else {
                 await membership.waitForChange(timeout: min(left, .milliseconds(250)))
             }

@@ -37,6 +37,8 @@ final class StateStore: Service, Sendable {
         var loads: [Int32: Load] = [:]
         var partitionCount: Int32 = 0
         var countWaiters: [CheckedContinuation<Int32, Never>] = []
+        /// The count will never be known (the start failed or was stopped): waiters get 0 at once.
+        var countAbandoned = false
     }
 
     private let state = Mutex(State())
@@ -72,6 +74,7 @@ final class StateStore: Service, Sendable {
         await withCheckedContinuation { (continuation: CheckedContinuation<Int32, Never>) in
             let count = state.withLock { state -> Int32? in
                 if state.partitionCount > 0 { return state.partitionCount }
+                if state.countAbandoned { return 0 }
                 state.countWaiters.append(continuation)
                 return nil
             }
@@ -114,20 +117,42 @@ final class StateStore: Service, Sendable {
     func run() async throws {
         let count: Int32
         do {
-            count = try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
-                let thread = Thread { [consumer, topic, startupTimeout] in
-                    continuation.resume(with: Result { try consumer.partitionCount(topic: topic, timeoutMs: startupTimeout) })
+            // Asked again every second while no broker answers, so that a shutdown (SIGTERM during a start that
+            // cannot succeed) is heard within a second; a broker's answer (no such topic) ends it at once.
+            count = try await withTaskCancellationHandler {
+              try await withGracefulShutdownHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Int32, any Error>) in
+                    let thread = Thread { [self] in
+                        let deadline = ContinuousClock.now + .milliseconds(startupTimeout)
+                        while true {
+                            let attempt = ContinuousClock.now
+                            let left = Int32(clamping: Int64(max(0, (deadline - attempt).seconds * 1000)))
+                            do {
+                                return continuation.resume(returning: try consumer.partitionCount(topic: topic, timeoutMs: min(left, 1000)))
+                            } catch let error as KafkaError where error.isUnreachable && left > 1000 {
+                                if stopping.load(ordering: .relaxed) { return continuation.resume(throwing: CancellationError()) }
+                                if ContinuousClock.now - attempt < .milliseconds(200) { Thread.sleep(forTimeInterval: 0.2) }
+                            } catch {
+                                return continuation.resume(throwing: error)
+                            }
+                        }
+                    }
+                    thread.name = "kafka-state-metadata"
+                    thread.start()
                 }
-                thread.name = "kafka-state-metadata"
-                thread.start()
+              } onGracefulShutdown: { [self] in
+                stopping.store(true, ordering: .relaxed)
+              }
+            } onCancel: { [self] in
+                stopping.store(true, ordering: .relaxed)
             }
+        } catch is CancellationError {
+            // Stopped before the start was over: not a failure.
+            abandonCount()
+            return
         } catch {
-            // Nobody waits for the count any more: the start failed.
-            let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
-                defer { state.countWaiters = [] }
-                return state.countWaiters
-            }
-            waiters.forEach { $0.resume(returning: 0) }
+            // Nobody waits for the count any more (nor will: a service may ask after this): the start failed.
+            abandonCount()
             throw StartupError(
                 "cannot read the state topic '\(topic)' from Kafka within \(startupTimeout / 1000) s (kafka.startupTimeoutSeconds): \(error)")
         }
@@ -155,6 +180,16 @@ final class StateStore: Service, Sendable {
             stopping.store(true, ordering: .relaxed)
         }
         failLoads()
+    }
+
+    /// The count will not be waited for (the start failed, or a shutdown came first): every wait ends with 0.
+    func abandonCount() {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
+            state.countAbandoned = true
+            defer { state.countWaiters = [] }
+            return state.countWaiters
+        }
+        waiters.forEach { $0.resume(returning: 0) }
     }
 
     /// Reads the held partitions that are loading or standby, on its own thread.

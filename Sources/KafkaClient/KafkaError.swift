@@ -24,6 +24,23 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
             || code == RD_KAFKA_RESP_ERR__TRANSPORT.rawValue
     }
 
+    /// The broker refuses the idempotent producer's id or epoch (fenced, epoch or producer id unknown). librdkafka
+    /// reports it on each record, not always as a fatal error (Tansu fences a producer that bumped its epoch
+    /// after a timeout, for good), yet that producer can never write again: it must be replaced.
+    public var fencesProducer: Bool {
+        code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED.rawValue || code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH.rawValue
+            || code == RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID.rawValue || code == RD_KAFKA_RESP_ERR__FENCED.rawValue
+    }
+
+    /// No broker answered (refused, timed out, all down): asking again later may succeed.
+    public var isUnreachable: Bool {
+        code == RD_KAFKA_RESP_ERR__TRANSPORT.rawValue || code == RD_KAFKA_RESP_ERR__TIMED_OUT.rawValue
+            || code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue
+    }
+
+    /// The record was not stored within `message.timeout.ms`.
+    public var isTimeout: Bool { code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue }
+
     public var description: String { "KafkaError(\(code)): \(message)" }
 }
 

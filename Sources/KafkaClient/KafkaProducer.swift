@@ -70,6 +70,8 @@ public final class KafkaProducer: @unchecked Sendable {
     public func enqueue(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError? {
+        // After close nobody serves delivery reports: the completion would never run.
+        guard stillRunning else { return KafkaError(message: "the producer is closed") }
         let box = Unmanaged.passRetained(DeliveryBox(completion))
 
         let result: rd_kafka_resp_err_t = record.topic.withCString { topic in
