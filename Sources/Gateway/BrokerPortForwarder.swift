@@ -15,13 +15,14 @@ final class BrokerPortForwarder: Sendable {
     init(host: String, port: Int, targetPort: Int, logger: Logger) async throws {
         let bootstrap = ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
-            .childChannelOption(.socketOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { inbound in
                 // The outbound connection shares the inbound one's event loop, so the two handlers call each
                 // other directly; the inbound channel starts reading only once this future completes.
-                ClientBootstrap(group: inbound.eventLoop)
-                    .channelOption(.socketOption(.tcp_nodelay), value: 1)
-                    .connect(host: host, port: targetPort)
+                // TCP_NODELAY is best effort: some sandboxes (a container under gVisor) refuse the option with
+                // EACCES, and a channel option that fails would close every connection.
+                bestEffortNoDelay(inbound)
+                    .flatMap { ClientBootstrap(group: inbound.eventLoop).connect(host: host, port: targetPort) }
+                    .flatMap { outbound in bestEffortNoDelay(outbound).map { outbound } }
                     .flatMapThrowing { outbound in
                         let (inboundSide, outboundSide) = ForwardingHandler.pair()
                         try inbound.pipeline.syncOperations.addHandler(inboundSide)
@@ -35,4 +36,9 @@ final class BrokerPortForwarder: Sendable {
         channel = try await bootstrap.bind(host: host, port: port).get()
         self.port = channel.localAddress?.port ?? port
     }
+}
+
+/// Sets TCP_NODELAY on `channel`, ignoring a refusal.
+private func bestEffortNoDelay(_ channel: any Channel) -> EventLoopFuture<Void> {
+    channel.setOption(.socketOption(.tcp_nodelay), value: 1).recover { _ in }
 }
