@@ -68,6 +68,8 @@ final class ChangeConsumer: Service, Sendable {
             let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
             consumer.pause(topicPartitions)
             ledger.assigned(partitions)
+            // The group coordinator answered: Kafka can be reached (whatever the producer says).
+            health.kafkaReachable()
             let (owned, ready, loads) = ownership.withLock { ownership in
                 ownership.owned.formUnion(partitions)
                 return (ownership.owned, ownership.ready, ownership.loads)

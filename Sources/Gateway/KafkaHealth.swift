@@ -43,6 +43,9 @@ final class KafkaHealth: Sendable {
         if let since { logger.notice("Kafka reachable again", metadata: ["outage": "\(ContinuousClock.now - since)"]) }
     }
 
+    /// No client has said that the brokers are down since something last reached them.
+    var isReachable: Bool { !down.load(ordering: .acquiring) }
+
     func producerReplacing(_ replacing: Bool) { state.withLock { $0.replacingProducer = replacing } }
 
     /// Nil while writes can go through; else why not.

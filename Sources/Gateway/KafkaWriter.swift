@@ -15,7 +15,13 @@ import Synchronization
 /// fail, and their writers write them again through the new one (``PartitionState`` repairs what it had
 /// decided; the API answers the call again or 503). A record refused because the broker fenced the producer
 /// (``KafkaError/fencesProducer``: Tansu does it for good after a timeout, without a fatal error) replaces it
-/// the same way, once per producer.
+/// the same way, once per producer. So is a producer that is stuck: every record it was given for
+/// ``stuckAfter`` timed out, none was acknowledged, while Kafka could be reached (the consumer group answers).
+/// A broker that lost the producer's state can leave librdkafka's idempotent producer that way, retrying for
+/// ever without a fatal error.
+/// `UNKNOWN_PRODUCER_ID` (librdkafka's `RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID`).
+private let RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID_CODE: Int32 = 59
+
 final class KafkaWriter: Service, RecordSink, Sendable {
     private let properties: [String: String]
     private let flushTimeout: Duration
@@ -27,8 +33,14 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     private let closed = Atomic<Bool>(false)
     /// A replacement is under way: later errors of the same producer do not start another.
     private let replacing = Atomic<Bool>(false)
+    /// Since when the current producer's records time out with none acknowledged (nil: the last one was).
+    private let timingOutSince = Mutex<ContinuousClock.Instant?>(nil)
+    /// How long a producer may time out every record while Kafka is reachable before it is replaced.
+    let stuckAfter: Duration
 
     init(properties: [String: String], flushTimeout: Duration, health: KafkaHealth, metrics: GatewayMetrics, logger: Logger) throws {
+        let timeoutMs = properties["message.timeout.ms"].flatMap(Int.init) ?? 60_000
+        self.stuckAfter = max(.seconds(15), .milliseconds(3 * timeoutMs))
         self.properties = properties
         self.flushTimeout = flushTimeout
         self.health = health
@@ -69,6 +81,7 @@ final class KafkaWriter: Service, RecordSink, Sendable {
                 defer { current = fresh }
                 return current
             }
+            timingOutSince.withLock { $0 = nil }
             metrics.kafkaClientReplaced("producer")
             logger.error("Kafka producer replaced after a fatal error or fencing; its unsettled records are written again", metadata: ["error": "\(error)"])
             health.producerReplacing(false)
@@ -90,12 +103,33 @@ final class KafkaWriter: Service, RecordSink, Sendable {
         let id = ObjectIdentifier(producer)
         return producer.enqueue(record) { [weak self] result in
             switch result {
-            case .success: health.reachable()
+            case .success:
+                health.reachable()
+                self?.timingOutSince.withLock { $0 = nil }
             case .failure(let error) where error.fencesProducer: self?.fenced(id, error)
+            case .failure(let error) where error.isTimeout: self?.timedOut(id, error)
             case .failure: break
             }
             completion(result)
         }
+    }
+
+    /// A record of producer `id` timed out: the producer is replaced if it is still the current one, its records
+    /// have done nothing but time out for ``stuckAfter``, and Kafka can be reached meanwhile (during an outage
+    /// a new producer would do no better).
+    private func timedOut(_ id: ObjectIdentifier, _ error: KafkaError) {
+        guard current.withLock({ $0.map(ObjectIdentifier.init) == id }) else { return }
+        let now = ContinuousClock.now
+        let stuck = timingOutSince.withLock { since -> Bool in
+            guard let first = since else {
+                since = now
+                return false
+            }
+            return now - first >= stuckAfter
+        }
+        guard stuck, health.isReachable else { return }
+        replaceOnce(after: KafkaError(
+            code: error.code, message: "every record timed out for \(stuckAfter) while Kafka could be reached: \(error.message)"))
     }
 
     /// The broker refused a record of producer `id` for its id or epoch: replaced, if it is still the current one.
@@ -105,6 +139,16 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     }
 
     func run() async throws {
+        if let seconds = ProcessInfo.processInfo.environment["PUSH_TEST_FATAL_PRODUCER_AFTER_SECONDS"].flatMap(Double.init) {
+            // Fault tests only: the broker's answer to a producer whose state it lost, injected once.
+            Task { [self] in
+                try await Task.sleep(for: .seconds(seconds))
+                let producer = current.withLock { $0 }
+                logger.warning("test: injecting a fatal producer error (PUSH_TEST_FATAL_PRODUCER_AFTER_SECONDS)")
+                _ = producer?.injectFatalError(
+                    code: RD_KAFKA_RESP_ERR_UNKNOWN_PRODUCER_ID_CODE, reason: "injected by PUSH_TEST_FATAL_PRODUCER_AFTER_SECONDS")
+            }
+        }
         try? await gracefulShutdown()
         closed.store(true, ordering: .relaxed)
         let milliseconds = Int32(clamping: flushTimeout.components.seconds * 1000)

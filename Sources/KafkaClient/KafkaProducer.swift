@@ -154,6 +154,12 @@ public final class KafkaProducer: @unchecked Sendable {
         }
     }
 
+    /// Raises a fatal error on this producer as if the broker had caused it (`rd_kafka_test_fatal_error`), for
+    /// fault tests: the client becomes unusable, and the error callback reports it like a real one.
+    public func injectFatalError(code: Int32, reason: String) -> Bool {
+        rd_kafka_test_fatal_error(client, rd_kafka_resp_err_t(rawValue: code), reason) == RD_KAFKA_RESP_ERR_NO_ERROR
+    }
+
     /// Waits until every queued record is delivered or `timeoutMs` passes. Blocking.
     public func flush(timeoutMs: Int32) -> Bool {
         rd_kafka_flush(client, timeoutMs) == RD_KAFKA_RESP_ERR_NO_ERROR

@@ -45,6 +45,7 @@ class OutageReport:
     # Seconds from the broker's return until every acknowledged event was notified on every device.
     delivered_after: Optional[float] = None
     during: list[Answer] = field(default_factory=list)  # subscribes started during the outage
+    after: list[Answer] = field(default_factory=list)  # subscribes started after the broker's return
     ready_during: list[Answer] = field(default_factory=list)
     log_during: list[dict] = field(default_factory=list)  # from the outage's start to ready again
     replaced_producer: float = 0.0
@@ -63,6 +64,8 @@ class OutageReport:
             f"/readyz during the outage: {summarise(self.ready_during)}",
             f"subscribes during the outage: {summarise(self.during)}",
             f"first subscribe answered 204 {fmt(self.subscribe_ok_after)} after the broker's return",
+            f"subscribes after the return: {summarise(self.after)} "
+            f"{sorted({a.body[:120] for a in self.after if a.status >= 300})}",
             f"every acknowledged event notified {fmt(self.delivered_after)} after the broker's return",
             f"log lines from the outage's start to ready again: {len(self.log_during)}",
             f"producer replacements: {self.replaced_producer:.0f}",
@@ -150,6 +153,7 @@ def run_outage(stack: Stack, broker: FaultyTansu, uniq: str, seconds: float, kin
     report.delivery = account(stack.fake.sends(), tokens, acked)
 
     report.during = [a for a in probe.subscribes if outage_start <= a.at < back]
+    report.after = [a for a in probe.subscribes if a.at >= back]
     report.ready_during = [a for a in probe.ready if outage_start <= a.at < back]
     first_503 = next((a.at for a in probe.ready if a.at >= outage_start and a.status == 503), None)
     report.not_ready_after = None if first_503 is None or first_503 >= back else first_503 - outage_start
