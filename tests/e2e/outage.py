@@ -27,6 +27,7 @@ from procutil import wait_for
 
 READY_AGAIN_BOUND = 90.0
 DELIVERY_BOUND = 120.0
+SUBSCRIBE_AGAIN_BOUND = 60.0
 
 
 @dataclass
@@ -125,6 +126,15 @@ def run_outage(stack: Stack, broker: FaultyTansu, uniq: str, seconds: float, kin
                             on_timeout=gateway.tails)
         ready_wall = utcnow()
         report.ready_again_after = ready_at - back
+        # Readiness can come back before the consumer group has taken this replica back (a freeze longer than
+        # the session timeout: the replica learns only after the return that it was removed, and rejoins): the
+        # probes go on until a new subscribe works, at most SUBSCRIBE_AGAIN_BOUND after the return.
+        try:
+            wait_for(lambda: any(a.at >= back and 200 <= a.status < 300 for a in list(probe.subscribes)),
+                     timeout=max(0.0, back + SUBSCRIBE_AGAIN_BOUND - time.monotonic()), interval=0.2,
+                     what="a subscribe answered 2xx after the broker's return")
+        except AssertionError:
+            pass  # reported as "never" below
         # The stream goes on a little after the return, then every event is settled by the broker.
         hold(max(0.0, ready_at + tail_seconds - time.monotonic()))
     finally:

@@ -390,6 +390,11 @@ def test_start_with_the_http_port_taken_fails_at_once(workdir, own_broker, fake_
         holder.listen(1)
         port = holder.getsockname()[1]
         gateway = bare_gateway(workdir, "port-taken", brokers=own_broker.bootstrap, http_port=port, fake_fcm=fake_fcm)
+        # Its topics exist: the port is the only cause (else the state topic's absence races the bind error).
+        kafka = gateway.config["kafka"]
+        own_broker.create_topic(kafka["membersTopic"], 1)
+        for name in ("changesTopic", "deadLetterTopic", "stateTopic", "snapshotRequestsTopic"):
+            own_broker.create_topic(kafka[name], 4)
         rc, took, lines = expect_failed_start(gateway, "address already in use")
     print(f"\nHTTP port taken: exit status {rc} after {took:.1f} s, {len(lines)} log lines")
 
