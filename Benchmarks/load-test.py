@@ -247,7 +247,7 @@ def main() -> int:
             "http": {"host": "127.0.0.1", "port": http_port},
             "kafka": {"brokers": broker.bootstrap, "groupId": topics.group, "changesTopic": topics.changes,
                       "deadLetterTopic": topics.dlq, "stateTopic": topics.state,
-                      "snapshotRequestsTopic": topics.snapshots, "maxInFlightRecords": args.max_in_flight_records,
+                      "snapshotRequestsTopic": topics.snapshots, "membersTopic": topics.members, "maxInFlightRecords": args.max_in_flight_records,
                       "properties": dict(FAST_GROUP_PROPERTIES, **dict(kv.split("=", 1) for kv in args.kafka_prop))},
             "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": 2,
                     "maxInFlightPerProject": args.max_in_flight},
