@@ -1,25 +1,32 @@
 /// The identity of a subscription for retries: (app, path, subscriber). Notifications of one key are
 /// delivered in order, one at a time.
 public struct RetryKey: Sendable, Hashable {
-    public var app: String
-    public var path: DataPath
-    public var subscriber: SubscriberKey
+    public let app: String
+    public let path: DataPath
+    public let subscriber: SubscriberKey
+    /// The hash of the three, computed once: a key is hashed several times per notification (queue lines,
+    /// stored lines, revocations), and hashing its bytes each time showed in profiles.
+    private let hashCode: Int
 
     public init(app: String, path: DataPath, subscriber: SubscriberKey) {
         self.app = app
         self.path = path
         self.subscriber = subscriber
+        var hasher = Hasher()
+        app.hashBytes(into: &hasher)
+        hasher.combine(path)
+        hasher.combine(subscriber)
+        hashCode = hasher.finalize()
     }
 
     /// By bytes, like every identity (``ExactString``).
     public static func == (left: RetryKey, right: RetryKey) -> Bool {
-        left.app.bytesEqual(right.app) && left.path == right.path && left.subscriber == right.subscriber
+        left.hashCode == right.hashCode && left.app.bytesEqual(right.app) && left.path == right.path
+            && left.subscriber == right.subscriber
     }
 
     public func hash(into hasher: inout Hasher) {
-        app.hashBytes(into: &hasher)
-        hasher.combine(path)
-        hasher.combine(subscriber)
+        hasher.combine(hashCode)
     }
 }
 
