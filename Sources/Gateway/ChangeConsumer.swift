@@ -186,7 +186,11 @@ final class ChangeConsumer: Service, Sendable {
         // commit of the stored offsets).
         let deadline = ContinuousClock.now + drainTimeout
         while ledger.totalInFlight > 0, ContinuousClock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+            do {
+                try await Task.sleep(for: .milliseconds(20))
+            } catch {
+                break  // cancelled: no more drain (a cancelled sleep returns at once, so looping would spin)
+            }
         }
         if ledger.totalInFlight > 0 {
             logger.warning("records still in flight at shutdown stay uncommitted (replayed)", metadata: ["records": "\(ledger.totalInFlight)"])

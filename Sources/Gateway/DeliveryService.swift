@@ -211,9 +211,8 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         }
         tickets.release(released + (done?.holds ?? []))
         if let done, done.isRevoke { store.activePartition(ofApp: key.app)?.finalizeRevocation(key) }
-        // The gauges from the counts read under the same lock (a second lock per notification showed in profiles).
-        metrics.retryBacklog.set(Double(queued))
-        metrics.retryInFlight.set(Double(inFlight))
+        // The counts read under the same lock (a second lock per notification showed in profiles).
+        setGauges(queued: queued, inFlight: inFlight)
         wake.signal()
     }
 
@@ -327,6 +326,10 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     private func updateGauges() {
         let (queued, inFlight) = core.withLock { ($0.queue.count, $0.queue.inFlightCount) }
+        setGauges(queued: queued, inFlight: inFlight)
+    }
+
+    private func setGauges(queued: Int, inFlight: Int) {
         metrics.retryBacklog.set(Double(queued))
         metrics.retryInFlight.set(Double(inFlight))
     }

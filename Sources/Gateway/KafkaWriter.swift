@@ -118,7 +118,7 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     /// have done nothing but time out for ``stuckAfter``, and Kafka can be reached meanwhile (during an outage
     /// a new producer would do no better).
     private func timedOut(_ id: ObjectIdentifier, _ error: KafkaError) {
-        guard current.withLock({ $0.map(ObjectIdentifier.init) == id }) else { return }
+        guard isCurrent(id) else { return }
         let now = ContinuousClock.now
         let stuck = timingOutSince.withLock { since -> Bool in
             guard let first = since else {
@@ -132,9 +132,13 @@ final class KafkaWriter: Service, RecordSink, Sendable {
             code: error.code, message: "every record timed out for \(stuckAfter) while Kafka could be reached: \(error.message)"))
     }
 
+    private func isCurrent(_ id: ObjectIdentifier) -> Bool {
+        current.withLock { $0.map(ObjectIdentifier.init) == id }
+    }
+
     /// The broker refused a record of producer `id` for its id or epoch: replaced, if it is still the current one.
     private func fenced(_ id: ObjectIdentifier, _ error: KafkaError) {
-        guard current.withLock({ $0.map(ObjectIdentifier.init) == id }) else { return }
+        guard isCurrent(id) else { return }
         replaceOnce(after: error)
     }
 

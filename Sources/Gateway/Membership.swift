@@ -133,7 +133,9 @@ final class Membership: Service, Sendable {
                 }
             }
             group.addTask {
-                try? await Task.sleep(for: timeout)
+                // Cancelled (the change came first, or the caller was cancelled) or timed out: either way the
+                // waiter is resumed now, so the caller returns.
+                do { try await Task.sleep(for: timeout) } catch {}
                 let waiter = self.state.withLock { $0.waiters.removeValue(forKey: id) }
                 waiter?.resume()
             }

@@ -286,9 +286,13 @@ final class StateStore: Service, Sendable {
                 marker = try await sink.write([KafkaRecord(topic: topic, partition: index, key: Self.loadMarkerKey, value: [])])[0].offset
             } catch {
                 logger.warning("load marker not written yet; retrying", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
-                try? await Task.sleep(for: delay)
+                do {
+                    try await Task.sleep(for: delay)
+                } catch {
+                    return nil  // cancelled: the store is stopping
+                }
                 delay = min(delay * 2, .seconds(10))
-                guard !Task.isCancelled, !stopping.load(ordering: .relaxed), partition.role == .loading,
+                guard !stopping.load(ordering: .relaxed), partition.role == .loading,
                     state.withLock({ $0.partitions[index] === partition })
                 else { return nil }
             }

@@ -48,8 +48,12 @@ final class WakeSignal: Sendable {
             }
             if let timeout {
                 group.addTask {
-                    try? await Task.sleep(for: timeout)
-                    if !Task.isCancelled { self.signal() }
+                    do {
+                        try await Task.sleep(for: timeout)
+                    } catch {
+                        return  // cancelled: the wait ended first (a signal, or the caller's cancellation)
+                    }
+                    self.signal()
                 }
             }
             await group.next()
