@@ -16,10 +16,11 @@ struct AdminService: AdminAPI {
     let board: AppStatusBoard
 
     func authorizeAdmin(bearer: String?) throws(APIError) {
-        guard let bearer else { throw .unauthorized("an 'Authorization: Bearer <admin token>' header is required") }
+        // Disabled first: a 401 would ask for a token that can never work.
         guard let token, !token.isEmpty else {
             throw APIError(.forbidden, "disabled", "the admin API is disabled: set admin.tokenFile (or admin.token) in the configuration")
         }
+        guard let bearer else { throw .unauthorized("an 'Authorization: Bearer <admin token>' header is required") }
         guard constantTimeEquals(Array(bearer.utf8), Array(token.utf8)) else {
             throw APIError(.forbidden, "permission_denied", "not the admin token")
         }

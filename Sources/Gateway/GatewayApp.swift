@@ -111,11 +111,12 @@ public struct GatewayApp {
             consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
             sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
             startupTimeout: .seconds(kafka.startupTimeoutSeconds), logger: logger)
+        let clusterKey = try configuration.cluster.resolvedKey()
         let membership = Membership(
             consumer: try KafkaConsumer(properties: reader("members"), logger: logger, onEvent: clientEvents("members")),
             sink: writer, store: store,
-            topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress,
-            standbyReplicas: configuration.state.standbyReplicas, logger: logger)
+            topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress, key: clusterKey,
+            metrics: metrics, standbyReplicas: configuration.state.standbyReplicas, logger: logger)
         let changesTopic = kafka.changesTopic
         let groupConsumer = try KafkaConsumer(
             properties: consumerProperties, logger: logger,
@@ -147,9 +148,9 @@ public struct GatewayApp {
             snapshots: KafkaSnapshotRequester(producer: writer, topic: kafka.snapshotRequestsTopic, logger: logger),
             metrics: metrics, logger: logger, kafka: kafkaHealth)
         let routing = RequestRouter(
-            store: store, membership: membership, client: peerClient,
-            waitBound: .milliseconds(configuration.http.ownerWaitMs),
-            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger, kafka: kafkaHealth)
+            store: store, membership: membership, profiles: profiles, client: peerClient, key: clusterKey,
+            ownerWait: .milliseconds(configuration.http.ownerWaitMs),
+            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), metrics: metrics, logger: logger, kafka: kafkaHealth)
         let admin = AdminService(
             token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
             membership: membership, board: board)

@@ -97,13 +97,16 @@ final class StateStore: Service, Sendable {
         return partition
     }
 
-    /// Every partition held, with its role.
+    /// The partition of `app` when this replica may answer for it now: owned, loaded, and its ownership current.
+    func servingPartition(ofApp app: String) -> PartitionState? { ownedPartition(ofApp: app) }
+
     /// The partition of `app` when this replica owns it or is finishing its work before handing it over.
     func activePartition(ofApp app: String) -> PartitionState? {
         guard let partition = partition(partitionIndex(ofApp: app)), partition.role.isActive else { return nil }
         return partition
     }
 
+    /// Every partition held, with its role.
     var held: [(partition: Int32, role: PartitionRole)] {
         state.withLock { $0.partitions.map { ($0.key, $0.value.role) } }.sorted { $0.partition < $1.partition }
     }

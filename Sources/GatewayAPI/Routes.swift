@@ -11,7 +11,9 @@ public enum Routes {
     ) -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: UnmatchedRouteMiddleware())
-        if let routing { router.add(middleware: OwnerRoutingMiddleware(routing: routing)) }
+        if let routing {
+            router.add(middleware: OwnerRoutingMiddleware(routing: routing, admin: admin, clientAddress: { _, _ in "unknown" }))
+        }
         // Operations endpoints answer GET and HEAD (HEAD: same status and headers, no body).
         func getAndHead(_ path: String, _ handler: @escaping @Sendable () -> Response) {
             router.get(RouterPath(path)) { _, _ in handler() }
