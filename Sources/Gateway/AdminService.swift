@@ -48,11 +48,11 @@ struct AdminService: AdminAPI {
 
     func app(_ name: String) async throws(APIError) -> JSONValue {
         guard let profile = profiles.profile(name) else { throw .namespaceDoesNotExist(name) }
-        guard let partition = store.ownedPartition(ofApp: name) else {
-            throw .unavailable("the application's partition is not served here right now; retry", retryAfterSeconds: 1)
+        guard let partition = store.servingPartition(ofApp: name) else {
+            throw .notOwner("the application's partition is not served here right now; retry")
         }
         let now = Date().timeIntervalSince1970
-        let subscriptions = partition.withContents { $0.existingApp(name)?.index.subscriptionCount ?? 0 }
+        let subscriptions = try await partition.read { $0.existingApp(name)?.index.subscriptionCount ?? 0 }
         let (queued, retrying, pausedUntil) = delivery.status(app: name, now: now)
         let (settings, providers) = board.json(app: name)
         var document: [ExactString: JSONValue] = [

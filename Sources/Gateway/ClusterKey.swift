@@ -7,7 +7,7 @@ import Synchronization
 /// The cluster secret (`cluster.secretFile`, a Kubernetes Secret): what the replicas share and nobody else has.
 /// It authenticates the two things one replica believes from another:
 /// - a call forwarded to the owner of an app's partition (``signHop(_:)`` / ``verifyHop(_:)``): method, target,
-///   body, the API headers and the original client's address, with a timestamp and a nonce (a signed call is
+///   body, `Authorization` and the original client's address, with a timestamp and a nonce (a signed call is
 ///   accepted once, within ``hopWindow`` of its time);
 /// - a record of the members topic (``signMember(key:value:)``): where a replica answers and what it owns.
 /// Without it a client could make a replica forward anywhere, and a writer of the members topic could send
@@ -42,9 +42,8 @@ struct ClusterKey: Sendable {
 
     private func hopFields(_ call: ForwardedRequest, client: String, time: String, nonce: String) -> [[UInt8]] {
         var fields: [[UInt8]] = [Array(call.method.utf8), Array(call.pathAndQuery.utf8), Array(time.utf8), Array(nonce.utf8), Array(client.utf8)]
-        for name in ["authorization", "content-type", "accept"] {
-            fields.append(Array(call.headers.filter { $0.name.lowercased() == name }.map(\.value).joined(separator: "\n").utf8))
-        }
+        // The one request header the API reads (libcurl adds others of its own, such as Accept).
+        fields.append(Array(call.headers.filter { $0.name.lowercased() == "authorization" }.map(\.value).joined(separator: "\n").utf8))
         fields.append(SHA256.hash(call.body))
         return fields
     }

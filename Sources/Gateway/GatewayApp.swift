@@ -109,6 +109,7 @@ public struct GatewayApp {
         }
         let store = StateStore(
             consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
+            verifier: try KafkaConsumer(properties: reader("state-verify"), logger: logger, onEvent: clientEvents("state-verify")),
             sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
             startupTimeout: .seconds(kafka.startupTimeoutSeconds), logger: logger)
         let clusterKey = try configuration.cluster.resolvedKey()
@@ -142,7 +143,8 @@ public struct GatewayApp {
         let changes = ChangeConsumer(
             consumer: groupConsumer, topic: changesTopic, store: store, processor: processor, delivery: delivery,
             tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
-            logger: logger)
+            rejoinAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)), logger: logger)
+        store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) })
         let service = SubscriptionService(
             store: store, profiles: profiles,
             snapshots: KafkaSnapshotRequester(producer: writer, topic: kafka.snapshotRequestsTopic, logger: logger),

@@ -7,8 +7,8 @@ import HTTPTypes
 /// is a trust boundary (docs/SECURITY.md), so:
 ///
 /// - Only what the API reads is forwarded: an origin-form target rebuilt from its checked segments and known
-///   query parameters (``ForwardTarget``), the methods the API has, bodies up to the API's own limit, the
-///   `Authorization`, `Content-Type` and `Accept` headers. A dot-segment is 400 here, before anything else.
+///   query parameters (``ForwardTarget``), the methods the API has, bodies up to the API's own limit, and the
+///   `Authorization` header (the only one the routes read). A dot-segment is 400 here, before anything else.
 /// - Calls for apps this gateway does not serve, and admin calls without the admin token, are answered here.
 /// - A forwarded call is signed with the cluster secret (method, target, body, the original client's address,
 ///   a timestamp and a nonce) and carries `x-push-forwarded`; the owner checks the signature before anything
@@ -23,8 +23,8 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
     static var forwardedHeader: HTTPField.Name { HTTPField.Name("x-push-forwarded")! }
     static var notOwnerHeader: HTTPField.Name { HTTPField.Name("x-push-not-owner")! }
     static var clientAddressHeader: HTTPField.Name { HTTPField.Name("x-push-client-address")! }
-    /// Request headers the owner needs (the rest describe the connection, not the call).
-    static var passedHeaders: [HTTPField.Name] { [.authorization, .contentType, .accept] }
+    /// Request headers the owner needs (the routes read no other; the rest describe the connection).
+    static var passedHeaders: [HTTPField.Name] { [.authorization] }
 
     let routing: any RequestRouting
     let admin: (any AdminAPI)?
@@ -77,8 +77,24 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
         while true {
             switch await routing.route(app: call.app, forwarded: false, deadline: deadline) {
             case .local:
-                if let body { request.body = .init(buffer: ByteBuffer(bytes: body)) }
-                return try await next(request, context)
+                // Kept, so that the call can still go to the new owner if this replica turns out to have lost the
+                // partition just now (its answer then says `x-push-not-owner`; the call had no effect).
+                if body == nil {
+                    do {
+                        body = Array(try await request.body.collect(upTo: Forwarding.maximumBody).readableBytesView)
+                    } catch {
+                        return Routes.errorResponse(
+                            APIError(.contentTooLarge, "too_big", "the request body is larger than \(Forwarding.maximumBody) bytes"))
+                    }
+                }
+                request.body = .init(buffer: ByteBuffer(bytes: body ?? []))
+                var response = try await next(request, context)
+                guard response.headers[Self.notOwnerHeader] != nil else { return response }
+                attempts += 1
+                if attempts >= Forwarding.maximumAttempts || ContinuousClock.now >= deadline {
+                    response.headers[Self.notOwnerHeader] = nil
+                    return response
+                }
             case .unavailable(let reason):
                 return Routes.errorResponse(.unavailable(reason, retryAfterSeconds: 1))
             case .remote(let address):

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import PushCore
 
@@ -89,6 +90,7 @@ public enum Routes {
         body.append(UInt8(ascii: "}"))
         var headers: HTTPFields = [.contentType: "application/json"]
         if let seconds = error.retryAfterSeconds { headers[.retryAfter] = String(max(1, seconds)) }
+        if error.notOwner, let name = HTTPField.Name("x-push-not-owner") { headers[name] = "1" }
         return Response(status: error.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

@@ -127,7 +127,7 @@ final class GatewayHarness: Sendable {
     func own(_ index: Int32) async throws {
         let loaded = await store.load(index)
         let state = try XCTUnwrap(loaded)
-        let (retries, revoked) = state.promote()
+        let (retries, revoked) = try XCTUnwrap(state.promote())
         delivery.adopt(retries: retries, revoked: revoked)
     }
 
