@@ -221,7 +221,8 @@ def test_advertised_address_is_the_pod_ip_and_port(overlay):
     pod_ip = next(e for e in env if e["name"] == "POD_IP")
     assert pod_ip["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
     advertised = next(e for e in env if e["name"] == "PUSH_HTTP_ADVERTISED_ADDRESS")
-    assert advertised["value"] == f"$(POD_IP):{container(overlay)['ports'][0]['containerPort']}"
+    # A URL (the gateway refuses a bare host:port and exits 2; test_deploy_start.py starts the binary with it).
+    assert advertised["value"] == f"http://$(POD_IP):{container(overlay)['ports'][0]['containerPort']}"
     assert names.index("POD_IP") < names.index("PUSH_HTTP_ADVERTISED_ADDRESS"), "$(POD_IP) is defined before use"
 
 
