@@ -334,7 +334,7 @@ def test_quantity():
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_environment_names_documented_settings(overlay):
     """Every PUSH_* variable of the container is one docs/CONFIGURATION.md lists (or one being added)."""
-    documented = set(re.findall(r"\bPUSH_[A-Z0-9_]+", _read("docs", "CONFIGURATION.md") + _read("docs", "OPERATIONS.md")))
+    documented = set(re.findall(r"\bPUSH_[A-Z0-9_]+", _read("docs", "CONFIGURATION.md")))
     for entry in container(overlay)["env"]:
         name = entry["name"]
         if name.startswith("PUSH_"):
