@@ -32,6 +32,7 @@ final class PartitionState: Sendable {
     private let topic: String
     private let sink: any RecordSink
     private let contents: Mutex<PartitionContents>
+    private let roleCode: Atomic<UInt8>
     private let hooks: PartitionHooks
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
@@ -44,13 +45,21 @@ final class PartitionState: Sendable {
         self.topic = topic
         self.sink = sink
         self.contents = Mutex(PartitionContents(role: role))
+        self.roleCode = Atomic(role.code)
         self.hooks = hooks
         self.logger = logger
     }
 
-    var role: PartitionRole { contents.withLock { $0.role } }
+    /// The role, read without the partition's lock (the store reads it under its own lock).
+    var role: PartitionRole { PartitionRole(code: roleCode.load(ordering: .acquiring)) }
 
-    func setRole(_ role: PartitionRole) { contents.withLock { $0.role = role } }
+    func setRole(_ role: PartitionRole) { contents.withLock { setRole(role, in: &$0) } }
+
+    /// Changes the role under the lock, and its lock-free copy with it.
+    private func setRole(_ role: PartitionRole, in contents: inout PartitionContents) {
+        contents.role = role
+        roleCode.store(role.code, ordering: .releasing)
+    }
 
     /// Runs `body` with exclusive access to the contents (reads, and changes that write nothing).
     func withContents<Result: Sendable, Failure: Error>(_ body: (inout PartitionContents) throws(Failure) -> Result) throws(Failure) -> Result {
@@ -99,7 +108,7 @@ final class PartitionState: Sendable {
             contents.checkpoints = [:]
             let retries = Array(contents.followedRetries.values)
             contents.followedRetries = [:]
-            contents.role = .owner
+            setRole(.owner, in: &contents)
             if let marker = contents.marker {
                 contents.fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: Uptime.now)
                 contents.marker = nil
@@ -329,7 +338,7 @@ final class PartitionState: Sendable {
     /// which every reader skips), served or written; waiters hear no.
     private func fenceLocked(_ contents: inout PartitionContents, deferred: inout Deferred) {
         contents.fence?.fenced = true
-        contents.role = .released
+        setRole(.released, in: &contents)
         let waiters = contents.fence?.waiters.values.map(\.continuation) ?? []
         contents.fence?.waiters = [:]
         deferred.append { waiters.forEach { $0.resume(returning: false) } }

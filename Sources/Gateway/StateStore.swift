@@ -61,6 +61,9 @@ final class StateStore: Service, Sendable {
     /// Assignment changes of the reader: blocking librdkafka calls, serialised here, off the cooperative pool.
     private let assignments = DispatchQueue(label: "kafka-state-assignments")
     private let recordsRead = Atomic<Int>(0)
+    /// The partition count once known, read without the lock: every lookup of an app's partition reads it, from
+    /// under other locks (the delivery service's), so it must never wait for this store's lock.
+    private let knownCount = Atomic<Int32>(0)
 
     /// The key of load markers; a marker carries no value, so compaction removes it.
     static let loadMarkerKey: [UInt8] = OwnerTag.loadMarkerKey
@@ -123,7 +126,7 @@ final class StateStore: Service, Sendable {
     // MARK: Lookup
 
     /// Partitions of the state topic (0 until known).
-    var partitionCount: Int32 { state.withLock { $0.partitionCount } }
+    var partitionCount: Int32 { knownCount.load(ordering: .acquiring) }
 
     /// Waits until the partition count is known.
     func waitForPartitionCount() async -> Int32 {
@@ -218,6 +221,7 @@ final class StateStore: Service, Sendable {
         }
         let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
             state.partitionCount = count
+            knownCount.store(count, ordering: .releasing)
             defer { state.countWaiters = [] }
             return state.countWaiters
         }
@@ -329,13 +333,15 @@ final class StateStore: Service, Sendable {
             if let existing = state.partitions[index], existing.role != .released {
                 // A standby (or a load in progress) is read already; an owned copy is read on from its end.
                 let tailed = existing.role == .standby || existing.role == .loading
-                existing.setRole(.loading)
                 return (existing, tailed ? nil : existing.logEnd, generation)
             }
             let partition = makePartition(index, role: .loading)
             state.partitions[index] = partition
             return (partition, -2, generation)
         }
+        // Outside the store's lock: it is never held while a partition's lock is taken (docs/ARCHITECTURE.md,
+        // "Locks"). A release meanwhile makes this load stale (its generation).
+        partition.setRole(.loading)
         func current() -> Bool {
             !stopping.load(ordering: .relaxed) && partition.role == .loading
                 && state.withLock { $0.partitions[index] === partition && $0.generations[index] == generation }
@@ -408,20 +414,17 @@ final class StateStore: Service, Sendable {
     /// Gives partition `index` up as owner: keeps it as a standby copy (reading on from where the log was
     /// left) or drops it. A load in progress ends without effect.
     func release(_ index: Int32, keepAsStandby: Bool) {
-        let dropped = state.withLock { state -> (PartitionState, Bool, Bool)? in
+        let dropped = state.withLock { state -> (PartitionState, Bool, Bool, CheckedContinuation<Bool, Never>?)? in
             state.generations[index] = (state.generations[index] ?? 0) + 1
-            state.loads.removeValue(forKey: index)?.waiter?.resume(returning: false)
+            let waiter = state.loads.removeValue(forKey: index)?.waiter
             guard let partition = state.partitions[index] else { return nil }
             let tailed = partition.role == .loading || partition.role == .standby
-            if keepAsStandby {
-                partition.setRole(.standby)
-            } else {
-                partition.setRole(.released)
-                state.partitions[index] = nil
-            }
-            return (partition, keepAsStandby, tailed)
+            if !keepAsStandby { state.partitions[index] = nil }
+            return (partition, keepAsStandby, tailed, waiter)
         }
-        guard let (partition, standby, tailed) = dropped else { return }
+        guard let (partition, standby, tailed, waiter) = dropped else { return }
+        partition.setRole(standby ? .standby : .released)
+        waiter?.resume(returning: false)
         let topicPartition = TopicPartition(topic: topic, partition: index)
         if standby, !tailed {
             let end = partition.logEnd
@@ -434,6 +437,7 @@ final class StateStore: Service, Sendable {
     /// Keeps standby copies of `indexes` (partitions not held yet start as standbys, read from the beginning)
     /// and drops the standby copies of the others.
     func setStandbys(_ indexes: Set<Int32>) {
+        var dropped: [PartitionState] = []
         let (added, removed) = state.withLock { state -> ([PartitionState], [Int32]) in
             var added: [PartitionState] = []
             var removed: [Int32] = []
@@ -443,12 +447,13 @@ final class StateStore: Service, Sendable {
                 added.append(partition)
             }
             for (index, partition) in state.partitions where partition.role == .standby && !indexes.contains(index) {
-                partition.setRole(.released)
                 state.partitions[index] = nil
                 removed.append(index)
+                dropped.append(partition)
             }
             return (added, removed)
         }
+        for partition in dropped { partition.setRole(.released) }
         if !added.isEmpty {
             let offsets = Dictionary(uniqueKeysWithValues: added.map { (TopicPartition(topic: topic, partition: $0.partition), Int64(-2)) })
             change { try $0.addAssignment(offsets) }
