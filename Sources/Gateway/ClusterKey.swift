@@ -13,8 +13,12 @@ import Synchronization
 /// Without it a client could make a replica forward anywhere, and a writer of the members topic could send
 /// users' tokens to an address of its choice. Each MAC is HMAC-SHA-256 over length-prefixed fields after a label
 /// naming its use, so one kind of signed message is never taken for another.
+///
+/// Rotation: the secret file may hold several secrets, one per line. The first signs; every one verifies. Add the
+/// new secret as a second line everywhere, then move it first, then remove the old one: no call is refused.
 struct ClusterKey: Sendable {
-    private let secret: [UInt8]
+    /// The signing secret first, then the others still accepted.
+    private let secrets: [[UInt8]]
     private let nonces: NonceWindow
     /// How far a forwarded call's timestamp may be from this replica's clock (replica clocks must agree this well).
     static let hopWindow: Int64 = 60_000
@@ -23,12 +27,12 @@ struct ClusterKey: Sendable {
     /// The shortest accepted secret.
     static let minimumBytes = 32
 
-    init(secret: [UInt8]) {
-        self.secret = secret
+    init(secrets: [[UInt8]]) {
+        self.secrets = secrets
         self.nonces = NonceWindow(windowMs: Self.hopWindow * 2, capacity: 500_000)
     }
 
-    private func mac(_ label: String, _ fields: [[UInt8]]) -> [UInt8] {
+    private func mac(_ label: String, _ fields: [[UInt8]], secret: [UInt8]) -> [UInt8] {
         var message = Array(label.utf8)
         for field in fields {
             withUnsafeBytes(of: UInt32(clamping: field.count).bigEndian) { message.append(contentsOf: $0) }
@@ -53,7 +57,8 @@ struct ClusterKey: Sendable {
         let nonce = Base64URL.encode((try? SecureRandom.bytes(16)) ?? Array(UUID().uuidString.utf8))
         let time = String(nowMs)
         let client = call.header("x-push-client-address") ?? ""
-        let signature = Base64URL.encode(mac("push-gateway hop v1", hopFields(call, client: client, time: time, nonce: nonce)))
+        let signature = Base64URL.encode(
+            mac("push-gateway hop v1", hopFields(call, client: client, time: time, nonce: nonce), secret: secrets[0]))
         return "v1;t=\(time);n=\(nonce);s=\(signature)"
     }
 
@@ -75,7 +80,8 @@ struct ClusterKey: Sendable {
             return .rejected(reason: "stale")
         }
         let client = call.header("x-push-client-address") ?? ""
-        guard constantTimeEquals(mac("push-gateway hop v1", hopFields(call, client: client, time: time, nonce: nonce)), signature) else {
+        let signed = hopFields(call, client: client, time: time, nonce: nonce)
+        guard secrets.contains(where: { constantTimeEquals(mac("push-gateway hop v1", signed, secret: $0), signature) }) else {
             return .rejected(reason: "bad_signature")
         }
         guard nonces.insert(nonce, atMs: nowMs) else { return .rejected(reason: "replayed") }
@@ -86,12 +92,12 @@ struct ClusterKey: Sendable {
 
     /// The `pgw-sig` header of a members-topic record.
     func signMember(key: [UInt8], value: [UInt8]) -> KafkaHeader {
-        KafkaHeader(name: Self.memberSignatureHeader, value: mac("push-gateway member v1", [key, value]))
+        KafkaHeader(name: Self.memberSignatureHeader, value: mac("push-gateway member v1", [key, value], secret: secrets[0]))
     }
 
     func verifyMember(key: [UInt8], value: [UInt8], signature: [UInt8]?) -> Bool {
         guard let signature else { return false }
-        return constantTimeEquals(mac("push-gateway member v1", [key, value]), signature)
+        return secrets.contains { constantTimeEquals(mac("push-gateway member v1", [key, value], secret: $0), signature) }
     }
 
     static func wallClockMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded()) }

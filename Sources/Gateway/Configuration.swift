@@ -64,21 +64,23 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         /// The secret itself (prefer `secretFile`, or `PUSH_CLUSTER_SECRET`).
         public var secret = ""
 
-        /// The key, nil when no secret is configured (a lone replica).
+        /// The key, nil when no secret is configured (a lone replica). The file may hold several secrets, one per
+        /// line: the first signs, each verifies (a rotation).
         func resolvedKey() throws -> ClusterKey? {
-            var text = secret
+            var secrets = secret.isEmpty ? [] : [secret]
             if !secretFile.isEmpty {
                 do {
-                    text = try String(contentsOfFile: secretFile, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+                    secrets = try String(contentsOfFile: secretFile, encoding: .utf8).split(whereSeparator: \.isNewline)
+                        .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
                 } catch {
                     throw ConfigurationError("cluster.secretFile \(secretFile): cannot read it")
                 }
             }
-            guard !text.isEmpty else { return nil }
-            guard text.utf8.count >= ClusterKey.minimumBytes else {
-                throw ConfigurationError("the cluster secret must be at least \(ClusterKey.minimumBytes) bytes (e.g. openssl rand -base64 48)")
+            guard !secrets.isEmpty else { return nil }
+            guard secrets.allSatisfy({ $0.utf8.count >= ClusterKey.minimumBytes }) else {
+                throw ConfigurationError("a cluster secret must be at least \(ClusterKey.minimumBytes) bytes (e.g. openssl rand -base64 48)")
             }
-            return ClusterKey(secret: Array(text.utf8))
+            return ClusterKey(secrets: secrets.map { Array($0.utf8) })
         }
     }
 

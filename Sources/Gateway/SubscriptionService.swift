@@ -145,7 +145,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
         let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
-        let expiresAt = now + profile.settings.subscriptionTTLSeconds
+        let expiresAt = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         let needsSnapshot = try await partition.write(identity: identity) { (contents) throws(APIError) in
             let app = contents.app(request.app)
             if token == nil { try admitAnonymous(app: app, profile: profile) }
@@ -312,7 +312,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         mode: SubscriptionMode, format: NotificationFormat, expiration: Int64?, existed: Bool, now: Int64
     ) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) {
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
-        let latest = now + profile.settings.subscriptionTTLSeconds
+        let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }
