@@ -33,6 +33,9 @@ final class PartitionState: Sendable {
     private let sink: any RecordSink
     private let contents: Mutex<PartitionContents>
     private let roleCode: Atomic<UInt8>
+    /// The fence's last confirmation (``Uptime``), read lock-free: `.max` without a fence (nothing to confirm),
+    /// 0 while superseded or while a gap is being read back.
+    private let confirmation = Atomic<UInt64>(.max)
     private let hooks: PartitionHooks
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
@@ -110,7 +113,9 @@ final class PartitionState: Sendable {
             contents.followedRetries = [:]
             setRole(.owner, in: &contents)
             if let marker = contents.marker {
-                contents.fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: Uptime.now)
+                let fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: Uptime.now)
+                contents.fence = fence
+                confirmation.store(fence.confirmedAt, ordering: .releasing)
                 contents.marker = nil
             }
             let superseded = Array(contents.superseded.values)
@@ -201,6 +206,7 @@ final class PartitionState: Sendable {
                         break
                     } else if offset > fence.expectedOffset {
                         fence.checkingGap = true
+                        confirmation.store(0, ordering: .releasing)
                         contents.fence = fence
                         let (from, tag) = (fence.expectedOffset, fence.tag)
                         deferred.append { [self] in Self.gapReads.async { self.checkGap(from: from, to: offset, tag: tag, attempt: 0) } }
@@ -208,6 +214,7 @@ final class PartitionState: Sendable {
                     } else {
                         fence.expectedOffset = max(fence.expectedOffset, offset + 1)
                         fence.confirmedAt = Uptime.now
+                        confirmation.store(fence.confirmedAt, ordering: .releasing)
                         fence.confirmedProducedAt = max(fence.confirmedProducedAt, write.producedAt)
                         contents.fence = fence
                         resumeConfirmed(&contents, deferred: &deferred)
@@ -338,6 +345,7 @@ final class PartitionState: Sendable {
     /// which every reader skips), served or written; waiters hear no.
     private func fenceLocked(_ contents: inout PartitionContents, deferred: inout Deferred) {
         contents.fence?.fenced = true
+        confirmation.store(0, ordering: .releasing)
         setRole(.released, in: &contents)
         let waiters = contents.fence?.waiters.values.map(\.continuation) ?? []
         contents.fence?.waiters = [:]
@@ -396,12 +404,11 @@ final class PartitionState: Sendable {
     /// True while this replica may act on its ownership without asking: confirmed within the lease, and the process
     /// has run without a stall since.
     var ownershipIsCurrent: Bool {
-        contents.withLock { contents in
-            guard contents.role == .owner else { return false }
-            guard let fence = contents.fence else { return true }
-            guard !fence.fenced, !fence.checkingGap else { return false }
-            return Uptime.now &- fence.confirmedAt < hooks.lease && StallWatch.shared.ranWithoutStall(since: fence.confirmedAt)
-        }
+        // Lock-free: it is asked before every notification.
+        guard role == .owner else { return false }
+        let confirmed = confirmation.load(ordering: .acquiring)
+        if confirmed == .max { return true }
+        return confirmed != 0 && Uptime.now &- confirmed < hooks.lease && StallWatch.shared.ranWithoutStall(since: confirmed)
     }
 
     /// Current ownership: at once within the lease, else after a confirmation (a write produced now).

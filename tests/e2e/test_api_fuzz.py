@@ -41,7 +41,9 @@ pytestmark = [pytest.mark.gateway, pytest.mark.timeout(240)]
 
 @pytest.fixture(scope="module")
 def embedded_gateway(tmp_path_factory):
-    gw = EmbeddedGateway(str(tmp_path_factory.mktemp("fuzz")))
+    # With an admin token, so that the admin endpoints answer 401 without a bearer as documented (without a configured
+    # token they answer 403 `disabled` to every call: test_admin.py).
+    gw = EmbeddedGateway(str(tmp_path_factory.mktemp("fuzz")), env={"PUSH_ADMIN_TOKEN": "fuzz-admin-token-0123456789abcdef"})
     gw.start()
     try:
         yield gw
