@@ -79,14 +79,17 @@ enum GapVerdict: Sendable {
     /// The gap could not be read (the broker is away): try again.
     case unreadable
 
-    /// Judges the records read from a gap of the owner with `tag`.
-    static func judge(_ records: [KafkaRecord], tag: [UInt8]) -> GapVerdict {
+    /// Judges the records read from a gap of the owner whose current tag is `tag`; `ownTags` are every tag this
+    /// replica has written markers with for the partition (a reload writes a new one while earlier writes are in
+    /// flight). A record of this replica tagged with an earlier tag is superseded all the same (readers skip it):
+    /// its key is rewritten.
+    static func judge(_ records: [KafkaRecord], tag: [UInt8], ownTags: Set<[UInt8]>) -> GapVerdict {
         var zombies: [[UInt8]] = []
         for record in records {
             let owner = OwnerTag.of(record)
             if record.key == OwnerTag.loadMarkerKey {
-                if owner != tag { return .newerOwner }
-                continue
+                if let owner, owner == tag || ownTags.contains(owner) { continue }
+                return .newerOwner
             }
             guard owner != tag, let key = record.key, key != OwnerTag.ownerCheckKey else { continue }
             zombies.append(key)

@@ -37,6 +37,8 @@ struct PartitionContents {
     var fence: OwnershipFence?
     /// The tag and offset of the load marker this replica wrote, until it is promoted.
     var marker: (tag: [UInt8], offset: Int64)?
+    /// Every tag this replica wrote a load marker with for this partition (its own markers never supersede it).
+    var ownTags: Set<[UInt8]> = []
 
     // MARK: Read from the log (loading, standby)
 

@@ -93,6 +93,10 @@ final class PartitionState: Sendable {
     /// The log was read up to `offset` (a record this replica skips, such as an ownership check).
     func advanceLogEnd(to offset: Int64) { contents.withLock { $0.logEnd = max($0.logEnd, offset) } }
 
+    /// This replica is about to write a load marker tagged `tag` (before it is written: a write of this replica in
+    /// flight may find it in a gap before the marker's own acknowledgement comes back).
+    func willWriteMarker(tag: [UInt8]) { _ = contents.withLock { $0.ownTags.insert(tag) } }
+
     /// This replica wrote its load marker, tagged `tag`, at `offset` (it is promoted once the log is read up to it).
     func markerWritten(tag: [UInt8], offset: Int64) { contents.withLock { $0.marker = (tag, offset) } }
 
@@ -286,7 +290,8 @@ final class PartitionState: Sendable {
     /// Reads back the gap `from..<to` before a write of this owner (tagged `tag`) that landed at `to`.
     private func checkGap(from: Int64, to: Int64, tag: [UInt8], attempt: Int) {
         let records = hooks.readRange(partition, from, to)
-        let verdict = records.map { GapVerdict.judge($0, tag: tag) } ?? .unreadable
+        let ownTags = contents.withLock { $0.ownTags }
+        let verdict = records.map { GapVerdict.judge($0, tag: tag, ownTags: ownTags) } ?? .unreadable
         var deferred: Deferred = []
         var superseded = false
         contents.withLock { contents in

@@ -362,6 +362,13 @@ final class StateStore: Service, Sendable {
         }
         // The marker is written until it is stored (an outage only delays the load), or the load is abandoned.
         let tag = OwnerTag.make()
+        partition.willWriteMarker(tag: tag)
+        // An owned copy loaded again (the group assigned it again): its writes in flight land before the new marker.
+        if tailFrom != nil, tailFrom != -2 {
+            _ = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                DispatchQueue.global().async { continuation.resume(returning: partition.waitForWrites(timeout: .seconds(5))) }
+            }
+        }
         var marker: Int64 = -1
         var delay = Duration.milliseconds(500)
         while marker < 0 {

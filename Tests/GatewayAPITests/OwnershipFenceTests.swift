@@ -118,6 +118,29 @@ final class OwnershipFenceTests: XCTestCase {
         XCTAssertEqual(devices(c), ["kept", "fresh"])
     }
 
+    func testLoadingAnOwnedPartitionAgainDoesNotSupersedeItself() async throws {
+        // The group may assign a partition this replica already owns (a broker's new generation): it is loaded again,
+        // with a new marker, while writes of the first ownership are in flight.
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        try await subscribe(a, device: "one")
+        a.log.holdAcknowledgements()
+        let service = a.service
+        let request = V1SubscribeRequest(app: Self.app, path: try DataPath("/x"), deviceID: "two", mode: .noData, authToken: nil)
+        let inFlight = Task { [service, request] in try await service.subscribe(request) }
+        try await Task.sleep(for: .milliseconds(50))
+        let reload = Task { [a, index] in try await a.own(index) }
+        try await Task.sleep(for: .milliseconds(50))
+        a.log.releaseAcknowledgements()
+        try await inFlight.value
+        try await reload.value
+        XCTAssertTrue(a.fenced.isEmpty, "superseded by its own marker")
+        try await subscribe(a, device: "three")
+        XCTAssertEqual(devices(a), ["one", "two", "three"])
+        let b = try await harness(log: a.log, owning: [index])
+        XCTAssertEqual(devices(b), ["one", "two", "three"])
+    }
+
     // MARK: Reads and notifications
 
     func testAReadWithALapsedLeaseAsksTheLogFirst() async throws {
