@@ -24,15 +24,20 @@ final class PartitionState: Sendable {
     private let topic: String
     private let sink: any RecordSink
     private let contents: Mutex<PartitionContents>
+    /// The partition's estimated bytes of state (``StateBudget``).
+    let bytes: ByteMeter?
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
     private static let failureLog = LogLimiter()
 
-    init(partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, logger: Logger) {
+    init(partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, logger: Logger, bytes: ByteMeter? = nil) {
         self.partition = partition
         self.topic = topic
         self.sink = sink
-        self.contents = Mutex(PartitionContents(role: role))
+        self.bytes = bytes
+        var contents = PartitionContents(role: role)
+        contents.bytes = bytes
+        self.contents = Mutex(contents)
         self.logger = logger
     }
 

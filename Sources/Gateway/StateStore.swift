@@ -23,6 +23,8 @@ final class StateStore: Service, Sendable {
     private let partitioner: KeyPartitioner
     private let metrics: GatewayMetrics
     private let health: KafkaHealth?
+    /// The byte budgets; every partition's meter adds into its replica-wide total.
+    let budget: StateBudget
     /// Milliseconds allowed to read the topic's metadata at start-up.
     private let startupTimeout: Int32
     private let logger: Logger
@@ -52,9 +54,10 @@ final class StateStore: Service, Sendable {
 
     init(
         consumer: any LogReader, sink: any RecordSink, topic: String, partitioner: KeyPartitioner, metrics: GatewayMetrics,
-        health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), logger: Logger
+        health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), budget: StateBudget = StateBudget(), logger: Logger
     ) {
         self.health = health
+        self.budget = budget
         self.startupTimeout = Int32(clamping: startupTimeout.components.seconds * 1000)
         self.consumer = consumer
         self.sink = sink
@@ -260,7 +263,8 @@ final class StateStore: Service, Sendable {
                 existing.setRole(.loading)
                 return (existing, tailed ? nil : existing.logEnd)
             }
-            let partition = PartitionState(partition: index, topic: topic, role: .loading, sink: sink, logger: logger)
+            let partition = PartitionState(
+                partition: index, topic: topic, role: .loading, sink: sink, logger: logger, bytes: budget.partitionMeter())
             state.partitions[index] = partition
             return (partition, -2)
         }
@@ -351,7 +355,8 @@ final class StateStore: Service, Sendable {
             var added: [PartitionState] = []
             var removed: [Int32] = []
             for index in indexes where state.partitions[index] == nil {
-                let partition = PartitionState(partition: index, topic: topic, role: .standby, sink: sink, logger: logger)
+                let partition = PartitionState(
+                    partition: index, topic: topic, role: .standby, sink: sink, logger: logger, bytes: budget.partitionMeter())
                 state.partitions[index] = partition
                 added.append(partition)
             }

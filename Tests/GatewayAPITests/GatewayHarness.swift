@@ -167,7 +167,7 @@ final class GatewayHarness: Sendable {
         SubscriptionService(store: store, profiles: profiles, snapshots: nil, metrics: metrics, logger: logger)
     }
 
-    func router() -> Router<BasicRequestContext> {
+    func router() -> Router<GatewayRequestContext> {
         Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: Health(), store: store, metrics: metrics))
     }
