@@ -101,6 +101,8 @@ public struct TrustedProxies: Sendable {
 public enum ClientAddress {
     /// The header that carries it to the handlers, and from a replica to the owner it forwards a call to.
     public static var header: HTTPField.Name { HTTPField.Name("x-push-client-address")! }
+    /// `X-Forwarded-For`, believed from trusted proxies only.
+    public static var forwardedFor: HTTPField.Name { HTTPField.Name("x-forwarded-for")! }
 
     /// The client's address: the connection's `peer` (an address text, nil when unknown), or, when the peer is
     /// a trusted proxy, the right-most address of `X-Forwarded-For` (every such header, in order) that is not
@@ -112,7 +114,7 @@ public enum ClientAddress {
         guard let peer, let peerAddress = IPAddress(peer) else { return "unknown" }
         var client = peerAddress
         if trusted.contains(peerAddress) {
-            let entries = headers[values: HTTPField.Name("x-forwarded-for")!]
+            let entries = headers[values: forwardedFor]
                 .flatMap { $0.split(separator: ",") }
                 .map { $0.trimmingCharacters(in: .whitespaces) }
             for entry in entries.reversed() {
