@@ -22,8 +22,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var writeTimeoutMs = 5000
 
         /// A connection with no request in progress for this long is closed (keep-alive connections from
-        /// clients and from the other replicas included).
-        public var idleTimeoutMs = 60_000
+        /// clients and from the other replicas included). Longer than the keep-alive of the proxies in front
+        /// (ingress-nginx keeps upstream connections 60 s), so that they, not the gateway, close idle ones.
+        public var idleTimeoutMs = 75_000
         /// A request (head and body) must be received whole within this from its first byte, else the
         /// connection gets `408` and is closed: a slow-loris holds a connection for this long at most.
         public var readTimeoutMs = 10_000
