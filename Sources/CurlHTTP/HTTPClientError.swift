@@ -59,6 +59,11 @@ public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertibl
         self.line = line
     }
 
+    /// Whether the request certainly never reached the server: the host could not be resolved
+    /// (`CURLE_COULDNT_RESOLVE_HOST`) or the connection was refused (`CURLE_COULDNT_CONNECT`). Any other
+    /// failure may have happened after the request was sent.
+    public var wasNotSent: Bool { curlCode == 6 || curlCode == 7 }
+
     /// Whether the request ran out of time (`CURLE_OPERATION_TIMEDOUT`, connect or total timeout).
     public var isTimeout: Bool { curlCode == Self.curlTimeoutCode }
 

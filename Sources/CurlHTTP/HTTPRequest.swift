@@ -35,6 +35,9 @@ public struct HTTPRequest: Sendable {
     /// Speak HTTP/1.1 (keep-alive) instead of HTTP/2: for servers that offer no h2c, such as the gateway's
     /// own API when one replica forwards a call to another.
     public var http1: Bool = false
+    /// Send the URL's path exactly as given (`CURLOPT_PATH_AS_IS`): libcurl then never squashes `/../` or `/./`
+    /// segments. For calls whose path was built and checked by the caller (a call forwarded to another replica).
+    public var pathAsIs: Bool = false
 
     /// Creates a request. The default timeout is 10 seconds.
     public init(

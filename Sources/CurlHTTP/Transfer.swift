@@ -39,6 +39,7 @@ final class Transfer {
         }
         try easy.set(CURLOPT_URL, request.url)
         try easy.set(CURLOPT_PROTOCOLS_STR, "http,https")
+        if request.pathAsIs { try easy.set(CURLOPT_PATH_AS_IS, 1) }
         if request.http1 {
             try easy.set(CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1)
         } else if !isCleartext {

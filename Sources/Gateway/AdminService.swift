@@ -16,10 +16,11 @@ struct AdminService: AdminAPI {
     let board: AppStatusBoard
 
     func authorizeAdmin(bearer: String?) throws(APIError) {
-        guard let bearer else { throw .unauthorized("an 'Authorization: Bearer <admin token>' header is required") }
+        // Disabled first: a 401 would ask for a token that can never work.
         guard let token, !token.isEmpty else {
             throw APIError(.forbidden, "disabled", "the admin API is disabled: set admin.tokenFile (or admin.token) in the configuration")
         }
+        guard let bearer else { throw .unauthorized("an 'Authorization: Bearer <admin token>' header is required") }
         guard constantTimeEquals(Array(bearer.utf8), Array(token.utf8)) else {
             throw APIError(.forbidden, "permission_denied", "not the admin token")
         }
@@ -47,11 +48,11 @@ struct AdminService: AdminAPI {
 
     func app(_ name: String) async throws(APIError) -> JSONValue {
         guard let profile = profiles.profile(name) else { throw .namespaceDoesNotExist(name) }
-        guard let partition = store.ownedPartition(ofApp: name) else {
-            throw .unavailable("the application's partition is not served here right now; retry", retryAfterSeconds: 1)
+        guard let partition = store.servingPartition(ofApp: name) else {
+            throw .notOwner("the application's partition is not served here right now; retry")
         }
         let now = Date().timeIntervalSince1970
-        let subscriptions = partition.withContents { $0.existingApp(name)?.index.subscriptionCount ?? 0 }
+        let subscriptions = try await partition.read { $0.existingApp(name)?.index.subscriptionCount ?? 0 }
         let (queued, retrying, pausedUntil) = delivery.status(app: name, now: now)
         let (settings, providers) = board.json(app: name)
         var document: [ExactString: JSONValue] = [

@@ -10,6 +10,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var fcmServiceAccountFile = ""
     /// Default and maximum lifetime of a subscription.
     public var subscriptionTTLSeconds: Int64 = 30 * 24 * 3600
+    /// The longest subscription lifetime accepted (ten years).
+    static let maximumTTLSeconds: Int64 = 10 * 366 * 24 * 3600
     /// A `value`/`childEvent` node whose data is larger than this is refused (403) or revoked: `too_big`.
     public var shadowMaxBytes = 64 * 1024
     /// Huawei Push Kit credentials (sending through HMS is issue 5's; they are validated now).
@@ -49,7 +51,10 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     }
 
     func validate() throws(ConfigurationError) {
-        guard subscriptionTTLSeconds > 0 else { throw ConfigurationError("subscriptionTTLSeconds must be positive") }
+        // Up to ten years: an expiry is `now + subscriptionTTLSeconds`, which must not overflow.
+        guard subscriptionTTLSeconds > 0, subscriptionTTLSeconds <= Self.maximumTTLSeconds else {
+            throw ConfigurationError("subscriptionTTLSeconds must be between 1 and \(Self.maximumTTLSeconds) (ten years)")
+        }
         guard shadowMaxBytes > 0 else { throw ConfigurationError("shadowMaxBytes must be positive") }
         try quotas.validate()
         if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }

@@ -26,6 +26,8 @@ final class ChangeConsumer: Service, Sendable {
     private let health: Health
     private let sweeper: RevocationSweeper
     private let drainTimeout: Duration
+    /// How long a fenced partition may stay in the group's assignment before this replica rejoins the group.
+    private let rejoinAfter: Duration
     private let logger: Logger
 
     private struct Ownership {
@@ -33,6 +35,8 @@ final class ChangeConsumer: Service, Sendable {
         var ready: Set<Int32> = []
         /// Loads requested by the rebalance callback, run by `run()`'s task group.
         var loads: AsyncStream<Int32>.Continuation?
+        /// Partitions given up because another owner wrote after this one, until the group revokes or assigns them.
+        var fenced: Set<Int32> = []
     }
 
     private let ownership = Mutex(Ownership())
@@ -41,8 +45,9 @@ final class ChangeConsumer: Service, Sendable {
     init(
         consumer: KafkaConsumer, topic: String, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
-        drainTimeout: Duration, logger: Logger
+        drainTimeout: Duration, rejoinAfter: Duration = .seconds(15), logger: Logger
     ) {
+        self.rejoinAfter = rejoinAfter
         self.sweeper = sweeper
         self.consumer = consumer
         self.topic = topic
@@ -72,6 +77,7 @@ final class ChangeConsumer: Service, Sendable {
             health.kafkaReachable()
             let (owned, ready, loads) = ownership.withLock { ownership in
                 ownership.owned.formUnion(partitions)
+                ownership.fenced.subtract(partitions)
                 return (ownership.owned, ownership.ready, ownership.loads)
             }
             health.assigned(owned: owned, ready: ready)
@@ -87,6 +93,7 @@ final class ChangeConsumer: Service, Sendable {
             let (owned, ready) = ownership.withLock { ownership in
                 ownership.owned.subtract(gone)
                 ownership.ready.subtract(gone)
+                ownership.fenced.subtract(gone)
                 return (ownership.owned, ownership.ready)
             }
             health.assigned(owned: owned, ready: ready)
@@ -118,8 +125,9 @@ final class ChangeConsumer: Service, Sendable {
     // MARK: Loading
 
     private func load(_ partition: Int32) async {
-        guard let state = await store.load(partition), ownership.withLock({ $0.owned.contains(partition) }) else { return }
-        let (retries, revoked) = state.promote()
+        guard let state = await store.load(partition), ownership.withLock({ $0.owned.contains(partition) }),
+            store.isCurrent(state, index: partition), let (retries, revoked) = state.promote()
+        else { return }
         delivery.adopt(retries: retries, revoked: revoked)
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).
         sweeper.poke()
@@ -132,6 +140,42 @@ final class ChangeConsumer: Service, Sendable {
         membership.update(owned: owned, ready: ready)
         consumer.resume([TopicPartition(topic: topic, partition: partition)])
         logger.info("consuming partition", metadata: ["kafka.topic": "\(topic)", "kafka.partition": "\(partition)"])
+    }
+
+    // MARK: Fencing
+
+    /// The state topic shows that another replica took `partition` over (``OwnershipFence``) while the group has
+    /// not told this one yet (it was frozen, or cut off from the coordinator): it stops consuming and serving the
+    /// partition at once, as for a lost revocation. If the group still has not taken it back after a while (a
+    /// broker that keeps a stale member's assignment), this replica leaves and joins the group again, so that
+    /// the group's view and the log's agree.
+    func fenced(_ partition: Int32) {
+        let topicPartition = TopicPartition(topic: topic, partition: partition)
+        consumer.pause([topicPartition])
+        let (owned, ready) = ownership.withLock { ownership in
+            ownership.owned.remove(partition)
+            ownership.ready.remove(partition)
+            ownership.fenced.insert(partition)
+            return (ownership.owned, ownership.ready)
+        }
+        health.assigned(owned: owned, ready: ready)
+        membership.update(owned: owned, ready: ready)
+        delivery.release(partitions: [partition])
+        let abandoned = tickets.abandon(partitions: [partition])
+        ledger.revoked([partition], abandoned: abandoned)
+        store.release(partition, keepAsStandby: false)
+        DispatchQueue.global().asyncAfter(deadline: .now() + rejoinAfter.seconds) { [self] in
+            let stale = ownership.withLock { $0.fenced.contains(partition) }
+            guard stale, !stopping.load(ordering: .relaxed), consumer.assignment().contains(topicPartition) else { return }
+            logger.warning(
+                "the consumer group still assigns a partition another replica has taken: leaving and joining the group again",
+                metadata: ["kafka.partition": "\(partition)"])
+            do {
+                try consumer.rejoin(topics: [topic])
+            } catch {
+                logger.error("cannot join the consumer group again", metadata: ["error": "\(error)"])
+            }
+        }
     }
 
     // MARK: Service

@@ -13,8 +13,10 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         /// owns are forwarded there. Empty: `http://<host>:<port>` (with the machine's host name when `host` is
         /// a wildcard address).
         public var advertisedAddress = ""
-        /// How long a call waits for its app's partition to have a ready owner (a rebalance) before `503`.
-        public var ownerWaitMs = 5000
+        /// The bound of a call for an app another replica owns: waiting for its partition to have a ready owner
+        /// (a rebalance), forwarding it and the owner's answer. Past it: `503` (no owner) or `504` (the owner did
+        /// not answer a write: its outcome is unknown).
+        public var ownerWaitMs = 10_000
         /// Time allowed to a call forwarded to the owner.
         public var forwardTimeoutMs = 10_000
         /// Time allowed to an API write to be stored: the producer's `message.timeout.ms` (unless
@@ -76,6 +78,34 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             guard !token.isEmpty else { return nil }
             guard token.utf8.count >= 16 else { throw ConfigurationError("admin.token must be at least 16 bytes") }
             return token
+        }
+    }
+
+    /// What the replicas share: the secret that signs calls forwarded between them and their members records
+    /// (docs/SECURITY.md, "The hop between replicas"). Needed as soon as there is more than one replica.
+    public struct Cluster: Codable, Sendable, Equatable {
+        /// A file holding the secret (a mounted Secret); read at start. At least 32 bytes.
+        public var secretFile = ""
+        /// The secret itself (prefer `secretFile`, or `PUSH_CLUSTER_SECRET`).
+        public var secret = ""
+
+        /// The key, nil when no secret is configured (a lone replica). The file may hold several secrets, one per
+        /// line: the first signs, each verifies (a rotation).
+        func resolvedKey() throws -> ClusterKey? {
+            var secrets = secret.isEmpty ? [] : [secret]
+            if !secretFile.isEmpty {
+                do {
+                    secrets = try String(contentsOfFile: secretFile, encoding: .utf8).split(whereSeparator: \.isNewline)
+                        .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+                } catch {
+                    throw ConfigurationError("cluster.secretFile \(secretFile): cannot read it")
+                }
+            }
+            guard !secrets.isEmpty else { return nil }
+            guard secrets.allSatisfy({ $0.utf8.count >= ClusterKey.minimumBytes }) else {
+                throw ConfigurationError("a cluster secret must be at least \(ClusterKey.minimumBytes) bytes (e.g. openssl rand -base64 48)")
+            }
+            return ClusterKey(secrets: secrets.map { Array($0.utf8) })
         }
     }
 
@@ -151,6 +181,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var state = State()
     public var shutdown = Shutdown()
     public var admin = Admin()
+    public var cluster = Cluster()
     public var logging = Logging()
     /// Apps configured inline (more come from `appSettings.directory`).
     public var apps: [String: AppSettings] = [:]
@@ -231,6 +262,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         }
         if let value = environment["PUSH_ADMIN_TOKEN"], !value.isEmpty { admin.token = value }
         if let value = environment["PUSH_ADMIN_TOKEN_FILE"], !value.isEmpty { admin.tokenFile = value }
+        if let value = environment["PUSH_CLUSTER_SECRET"], !value.isEmpty { cluster.secret = value }
+        if let value = environment["PUSH_CLUSTER_SECRET_FILE"], !value.isEmpty { cluster.secretFile = value }
         if let value = environment["PUSH_FCM_BASE_URL"], !value.isEmpty { fcm.baseURL = value }
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
         if let value = environment["PUSH_HMS_BASE_URL"], !value.isEmpty { hms.baseURL = value }
@@ -272,8 +305,15 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         } catch {
             throw ConfigurationError("http.trustedProxies: \(error.message)")
         }
-        if !http.advertisedAddress.isEmpty, !(http.advertisedAddress.hasPrefix("http://") || http.advertisedAddress.hasPrefix("https://")) {
-            throw ConfigurationError("http.advertisedAddress must be an http:// or https:// URL, e.g. http://10.0.0.5:8080")
+        if !http.advertisedAddress.isEmpty, MemberAddress.validated(http.advertisedAddress) == nil {
+            throw ConfigurationError(
+                "http.advertisedAddress must be an http:// or https:// URL of a host and a port and nothing else, e.g. http://10.0.0.5:8080")
+        }
+        guard shutdown.drainSeconds.isFinite, shutdown.drainSeconds <= 3600 else {
+            throw ConfigurationError("shutdown.drainSeconds must be a number of seconds up to 3600")
+        }
+        guard http.ownerWaitMs <= 600_000, http.forwardTimeoutMs <= 600_000, http.writeTimeoutMs <= 600_000 else {
+            throw ConfigurationError("http.ownerWaitMs, http.forwardTimeoutMs and http.writeTimeoutMs must be at most 600000")
         }
         try validateEndpoints()
         for (name, app) in apps {
@@ -317,7 +357,7 @@ extension GatewayConfiguration {
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
     enum CodingKeys: String, CodingKey {
-        case http, kafka, fcm, hms, subscriptions, state, shutdown, admin, logging, apps, appSettings, allowInsecureEndpoints
+        case http, kafka, fcm, hms, subscriptions, state, shutdown, admin, cluster, logging, apps, appSettings, allowInsecureEndpoints
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -329,6 +369,7 @@ extension GatewayConfiguration {
         state = try c.decodeIfPresent(State.self, forKey: .state) ?? State()
         shutdown = try c.decodeIfPresent(Shutdown.self, forKey: .shutdown) ?? Shutdown()
         admin = try c.decodeIfPresent(Admin.self, forKey: .admin) ?? Admin()
+        cluster = try c.decodeIfPresent(Cluster.self, forKey: .cluster) ?? Cluster()
         logging = try c.decodeIfPresent(Logging.self, forKey: .logging) ?? Logging()
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? [:]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
@@ -374,6 +415,16 @@ extension GatewayConfiguration.Admin {
         self.init()
         tokenFile = try c.decodeIfPresent(String.self, forKey: .tokenFile) ?? tokenFile
         token = try c.decodeIfPresent(String.self, forKey: .token) ?? token
+    }
+}
+
+extension GatewayConfiguration.Cluster {
+    enum CodingKeys: String, CodingKey { case secretFile, secret }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        secretFile = try c.decodeIfPresent(String.self, forKey: .secretFile) ?? secretFile
+        secret = try c.decodeIfPresent(String.self, forKey: .secret) ?? secret
     }
 }
 

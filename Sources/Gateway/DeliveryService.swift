@@ -130,6 +130,13 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         updateGauges()
     }
 
+    /// A record of an earlier owner rewrote `key`'s pending-retry line in the state topic: it is written again as
+    /// this replica has it (its entries, or a tombstone when it has none).
+    func rewrite(line key: RetryKey) {
+        _ = core.withLock { $0.dirty.insert(key) }
+        wake.signal()
+    }
+
     // MARK: Service
 
     func run() async throws {
@@ -177,6 +184,23 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         {
             metrics.retryOutcome("dropped_unsubscribed")
             return completed(key)
+        }
+        // Sent only while this replica's ownership of the partition is current: a replica that was frozen, or cut
+        // off from the group, must not notify for a partition another replica has taken (``OwnershipFence``).
+        if let partition = store.partition(store.partitionIndex(ofApp: entry.app)), !partition.ownershipIsCurrent {
+            guard await partition.ensureOwnership() else {
+                if partition.role == .owner {
+                    // Not confirmed in time (the broker is away): like any transient failure.
+                    return failed(key, entry, DeliveryFailure(reason: "ownership_unconfirmed", kind: .retryable), provider: "none")
+                }
+                // Given up (superseded, or revoked): the new owner consumes the events again and delivers. Nothing
+                // is released: the event's offset must not move here.
+                metrics.retryOutcome("dropped_not_owner")
+                return core.withLock { core in
+                    _ = core.queue.completed(key)
+                    _ = core.queue.takeReleasedHolds()
+                }
+            }
         }
         guard
             let payload = entry.payload

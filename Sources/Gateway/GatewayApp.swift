@@ -117,13 +117,15 @@ public struct GatewayApp {
             ])
         let store = StateStore(
             consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
+            verifier: try KafkaConsumer(properties: reader("state-verify"), logger: logger, onEvent: clientEvents("state-verify")),
             sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
             startupTimeout: .seconds(kafka.startupTimeoutSeconds), budget: budget, logger: logger)
+        let clusterKey = try configuration.cluster.resolvedKey()
         let membership = Membership(
             consumer: try KafkaConsumer(properties: reader("members"), logger: logger, onEvent: clientEvents("members")),
             sink: writer, store: store,
-            topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress,
-            standbyReplicas: configuration.state.standbyReplicas, logger: logger)
+            topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress, key: clusterKey,
+            metrics: metrics, standbyReplicas: configuration.state.standbyReplicas, logger: logger)
         let changesTopic = kafka.changesTopic
         let groupConsumer = try KafkaConsumer(
             properties: consumerProperties, logger: logger,
@@ -149,15 +151,16 @@ public struct GatewayApp {
         let changes = ChangeConsumer(
             consumer: groupConsumer, topic: changesTopic, store: store, processor: processor, delivery: delivery,
             tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
-            logger: logger)
+            rejoinAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)), logger: logger)
+        store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) })
         let service = SubscriptionService(
             store: store, profiles: profiles,
             snapshots: KafkaSnapshotRequester(producer: writer, topic: kafka.snapshotRequestsTopic, logger: logger),
             metrics: metrics, logger: logger, kafka: kafkaHealth)
         let routing = RequestRouter(
-            store: store, membership: membership, client: peerClient,
-            waitBound: .milliseconds(configuration.http.ownerWaitMs),
-            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), logger: logger, kafka: kafkaHealth)
+            store: store, membership: membership, profiles: profiles, client: peerClient, key: clusterKey,
+            ownerWait: .milliseconds(configuration.http.ownerWaitMs),
+            forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), metrics: metrics, logger: logger, kafka: kafkaHealth)
         let admin = AdminService(
             token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
             membership: membership, board: board)

@@ -74,14 +74,27 @@ public final class GatewayMetrics: Sendable {
         // Counters whose label values are known in advance start at 0, so that an alert on `increase()` sees
         // their first increment (a series that appears at 1 has no increase).
         for category in ["undecodable", "invalid"] { _ = counter("dead", Self.deadLetters, [("category", category)]) }
-        for outcome in ["delivered", "discarded", "dropped_unsubscribed"] {
+        for outcome in ["delivered", "discarded", "dropped_unsubscribed", "dropped_not_owner"] {
             _ = counter("retried", Self.retriesFinished, [("outcome", outcome)])
         }
         for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }
+        ownershipFencedStart()
         // Sends that failed for want of an OAuth access token (the alert on token refreshes reads them).
         for (provider, reason) in [("fcm", "authentication"), ("hms", "hms_authentication")] {
             _ = counter("failed", Self.failed, [("provider", provider), ("reason", reason)])
         }
+    }
+
+    private static var fenced: MetricNameDescriptor {
+        name(
+            "ownership_fenced", unit: "total",
+            help: "Partitions this replica gave up because the state topic showed a newer owner (a zombie stopped)")
+    }
+
+    private func ownershipFencedStart() {
+        _ = counter(
+            "fenced", Self.fenced,
+            [])
     }
 
     /// The probe's state, recorded when `/metrics` is scraped.
@@ -258,6 +271,45 @@ public final class GatewayMetrics: Sendable {
             }
             gauge.set(max(0, lag))
         }
+    }
+
+    /// A members-topic record or a forwarded call refused (`unsigned`, `bad_signature`, `invalid`, `replayed`,
+    /// `stale`, …), by what it was.
+    func clusterMessageRefused(_ kind: String, reason: String) {
+        counter(
+            "cluster", Self.name(
+                "cluster_messages_refused", unit: "total",
+                help: "Members records and forwarded calls refused (not signed with the cluster secret, malformed, replayed), by kind and reason"),
+            [("kind", kind), ("reason", reason)]
+        ).increment()
+    }
+
+    /// This replica found, in a partition it believed it owned, a write of a newer owner (it stops serving it).
+    func ownershipFenced() {
+        counter(
+            "fenced", Self.fenced,
+            []
+        ).increment()
+    }
+
+    /// A write of an older owner found after this owner's load marker, and overwritten with what this owner holds.
+    func zombieWritesRepaired(_ count: Int) {
+        counter(
+            "zombie", Self.name(
+                "zombie_writes_repaired", unit: "total",
+                help: "State records written by a previous owner after this replica took the partition, overwritten"),
+            []
+        ).increment(by: Int64(count))
+    }
+
+    /// Records skipped while reading the state topic because their owner had been superseded (a zombie's writes).
+    func zombieRecordsSkipped(_ count: Int = 1) {
+        counter(
+            "skipped", Self.name(
+                "state_records_superseded", unit: "total",
+                help: "State records skipped at load because a newer owner had taken the partition before they were written"),
+            []
+        ).increment(by: Int64(count))
     }
 
     public func text() -> String { registry.emitToString() }

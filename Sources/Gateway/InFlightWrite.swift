@@ -3,7 +3,10 @@ import PushCore
 
 /// A record produced by the owner and not applied yet (writes apply in produce order).
 struct InFlightWrite {
-    var record: StateRecord
+    /// The state record; nil for an ownership check (``OwnerTag/ownerCheckKey``), which holds no state.
+    var record: StateRecord?
+    /// When it was produced (``Uptime``): its landing where expected confirms ownership after that instant.
+    var producedAt: UInt64
     /// Set when the broker answered: the offset, or the error.
     var result: Result<Int64, KafkaError>?
     /// Called once the record is applied (true) or failed (false), outside the lock.
@@ -12,4 +15,11 @@ struct InFlightWrite {
     var uncounted = false
     /// The write creates a subscription: reserved in its app's quota counts until applied.
     var creates: Subscription?
+
+    init(record: StateRecord?, onSettled: (@Sendable (Bool) -> Void)?, uncounted: Bool = false) {
+        self.record = record
+        self.producedAt = Uptime.now
+        self.onSettled = onSettled
+        self.uncounted = uncounted
+    }
 }

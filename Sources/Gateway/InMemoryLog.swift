@@ -12,6 +12,7 @@ final class InMemoryLog: RecordSink, Sendable {
         var holding = false
         var held: [@Sendable () -> Void] = []
         var failing = false
+        var losing = false
     }
 
     private let state = Mutex(State())
@@ -33,6 +34,9 @@ final class InMemoryLog: RecordSink, Sendable {
 
     /// While set, every produce fails (a broker that does not acknowledge).
     func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
+
+    /// While set, every record is stored but reported failed (a timeout after the broker wrote it).
+    func setLosingAcknowledgements(_ losing: Bool) { state.withLock { $0.losing = losing } }
 
     func records(_ topic: String, partition: Int32) -> [KafkaRecord] {
         state.withLock { $0.records[TopicPartition(topic: topic, partition: partition)] ?? [] }
@@ -56,7 +60,10 @@ final class InMemoryLog: RecordSink, Sendable {
             stored.timestampMs = Int64(Date().timeIntervalSince1970 * 1000)
             state.records[topicPartition, default: []].append(stored)
             let position = (partition, stored.offset)
-            let acknowledge: @Sendable () -> Void = { completion(.success(position)) }
+            let losing = state.losing
+            let acknowledge: @Sendable () -> Void = {
+                completion(losing ? .failure(KafkaError(message: "in-memory log: timed out (stored)")) : .success(position))
+            }
             if state.holding {
                 state.held.append(acknowledge)
                 return { }

@@ -67,26 +67,35 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     private func replaceOnce(after error: KafkaError) {
         guard replacing.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         health.producerReplacing(true)
-        replacements.async { [self] in
-            defer { replacing.store(false, ordering: .releasing) }
-            guard !closed.load(ordering: .relaxed) else { return }
-            let fresh: KafkaProducer
-            do {
-                fresh = try makeProducer()
-            } catch {
-                logger.critical("cannot create a new Kafka producer", metadata: ["error": "\(error)"])
-                return
-            }
-            let old = current.withLock { current -> KafkaProducer? in
-                defer { current = fresh }
-                return current
-            }
-            timingOutSince.withLock { $0 = nil }
-            metrics.kafkaClientReplaced("producer")
-            logger.error("Kafka producer replaced after a fatal error or fencing; its unsettled records are written again", metadata: ["error": "\(error)"])
-            health.producerReplacing(false)
-            old?.close(flushTimeoutMs: 0)
+        replacements.async { [self] in replace(after: error, attempt: 0) }
+    }
+
+    /// Makes the new producer; when even that fails (a configuration librdkafka refuses now, no memory), tries again
+    /// with backoff (1 s doubling to 30 s) while the writer runs: readiness says the producer is being replaced.
+    private func replace(after cause: KafkaError, attempt: Int) {
+        guard !closed.load(ordering: .relaxed) else {
+            replacing.store(false, ordering: .releasing)
+            return
         }
+        let fresh: KafkaProducer
+        do {
+            fresh = try makeProducer()
+        } catch {
+            let delay = min(30.0, Double(1 << min(attempt, 5)))
+            logger.critical("cannot create a new Kafka producer; trying again", metadata: ["error": "\(error)", "retry.seconds": "\(delay)"])
+            replacements.asyncAfter(deadline: .now() + delay) { [self] in replace(after: cause, attempt: attempt + 1) }
+            return
+        }
+        defer { replacing.store(false, ordering: .releasing) }
+        let old = current.withLock { current -> KafkaProducer? in
+            defer { current = fresh }
+            return current
+        }
+        timingOutSince.withLock { $0 = nil }
+        metrics.kafkaClientReplaced("producer")
+        logger.error("Kafka producer replaced after a fatal error or fencing; its unsettled records are written again", metadata: ["error": "\(cause)"])
+        health.producerReplacing(false)
+        old?.close(flushTimeoutMs: 0)
     }
 
     func produce(

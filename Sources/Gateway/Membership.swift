@@ -11,10 +11,14 @@ import Synchronization
 /// `application.server`), and the same view places the standby copies.
 ///
 /// Each replica writes its record whenever its owned or loaded partitions change, and every `heartbeat`
-/// otherwise; it reads every record. A record older than `expiry` is a replica that is gone. When two records
-/// claim a partition (a rebalance in progress), the newer one wins; the owner itself refuses a call for a
-/// partition it does not hold (the forwarder then asks again), so a stale view costs a retry, never a wrong
-/// answer.
+/// otherwise; it reads every record. The topic is a trust boundary (docs/SECURITY.md): a record counts only when
+/// it is signed with the cluster secret (``ClusterKey``), its address is a plain `http(s)://host:port`, and its
+/// `seq` is newer than the last one of its instance; without a secret no other replica's record counts (a lone
+/// replica needs none). Nothing in a record is trusted for time: a replica is live while a record of it was
+/// received within `expiry` (this replica's monotonic clock), and of two claims of a partition (a rebalance in
+/// progress) the later one in the topic wins. Replicas not heard from within `expiry` are forgotten. The owner
+/// itself refuses a call for a partition it does not hold (the forwarder then asks again), so a stale view costs
+/// a retry, never a wrong answer.
 ///
 /// Standbys: for each partition owned elsewhere, the live replicas other than its owner are ranked by a hash
 /// of (partition, instance); the first `standbyReplicas` of them keep a standby copy (``StateStore``).
@@ -26,15 +30,29 @@ final class Membership: Service, Sendable {
     private let consumer: any LogReader
     private let sink: any RecordSink
     private let store: StateStore
+    private let key: ClusterKey?
+    private let metrics: GatewayMetrics?
     private let standbyReplicas: Int
     private let heartbeat: Duration
     private let expiry: Duration
     private let logger: Logger
+    /// More members than this are not tracked (a flood of signed records cannot grow memory without bound).
+    static let maximumMembers = 1024
+
+    /// Another replica as last heard of.
+    private struct Member {
+        var record: MemberRecord
+        /// Its position in the members topic: of two claims of a partition, the later one wins.
+        var offset: Int64
+        /// When its latest record was received (this replica's clock).
+        var heardAt: ContinuousClock.Instant
+    }
 
     private struct State {
-        var members: [String: MemberRecord] = [:]
+        var members: [String: Member] = [:]
         var owned: Set<Int32> = []
         var ready: Set<Int32> = []
+        var seq: Int64 = 0
         var generation: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
         var nextWaiter: UInt64 = 0
@@ -46,6 +64,7 @@ final class Membership: Service, Sendable {
 
     init(
         consumer: any LogReader, sink: any RecordSink, store: StateStore, topic: String, group: String, address: String,
+        key: ClusterKey? = nil, metrics: GatewayMetrics? = nil,
         standbyReplicas: Int, heartbeat: Duration = .seconds(5), expiry: Duration = .seconds(20), logger: Logger
     ) {
         var random = SystemRandomNumberGenerator()
@@ -56,6 +75,8 @@ final class Membership: Service, Sendable {
         self.topic = topic
         self.group = group
         self.address = address
+        self.key = key
+        self.metrics = metrics
         self.standbyReplicas = standbyReplicas
         self.heartbeat = heartbeat
         self.expiry = expiry
@@ -80,12 +101,15 @@ final class Membership: Service, Sendable {
 
     private func publish() {
         let record = state.withLock { state in
-            MemberRecord(
+            state.seq += 1
+            return MemberRecord(
                 instance: instance, group: group, address: address, owned: state.owned.sorted(), ready: state.ready.sorted(),
-                updatedAtMs: Int64(Date().timeIntervalSince1970 * 1000))
+                seq: state.seq, updatedAtMs: ClusterKey.wallClockMs())
         }
-        state.withLock { $0.members[instance] = record }
-        let kafkaRecord = KafkaRecord(topic: topic, partition: 0, key: Array(instance.utf8), value: record.value)
+        let keyBytes = Array(instance.utf8)
+        let value = record.value
+        let headers = key.map { [$0.signMember(key: keyBytes, value: value)] } ?? []
+        let kafkaRecord = KafkaRecord(topic: topic, partition: 0, key: keyBytes, value: value, headers: headers)
         if let error = sink.produce(kafkaRecord, completion: { [logger] result in
             if case .failure(let error) = result {
                 logger.warning("membership record not written", metadata: ["error": "\(error)"])
@@ -108,16 +132,19 @@ final class Membership: Service, Sendable {
 
     /// Where calls for change partition `partition` go.
     func route(partition: Int32) -> Route {
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let expiryMs = Int64(expiry.seconds * 1000)
+        let now = ContinuousClock.now
         return state.withLock { state in
             if state.owned.contains(partition) { return .local(ready: state.ready.contains(partition)) }
-            let claims = state.members.values.filter {
-                $0.instance != instance && $0.group == group && now - $0.updatedAtMs < expiryMs && $0.owned.contains(partition)
-            }
-            guard let owner = claims.max(by: { $0.updatedAtMs < $1.updatedAtMs }) else { return .unknown }
-            return .remote(address: owner.address, ready: owner.ready.contains(partition))
+            guard let owner = Self.owner(of: partition, among: state.members.values, now: now, expiry: expiry) else { return .unknown }
+            return .remote(address: owner.record.address, ready: owner.record.ready.contains(partition))
         }
+    }
+
+    /// The live member whose claim of `partition` is the latest in the topic.
+    private static func owner(
+        of partition: Int32, among members: some Collection<Member>, now: ContinuousClock.Instant, expiry: Duration
+    ) -> Member? {
+        members.filter { now - $0.heardAt < expiry && $0.record.owned.contains(partition) }.max { $0.offset < $1.offset }
     }
 
     /// Waits until the view changes (a record read, or this replica's ownership changed), at most `timeout`.
@@ -161,16 +188,15 @@ final class Membership: Service, Sendable {
     /// The partitions this replica should keep a standby copy of.
     func standbyPartitions(partitionCount: Int32) -> Set<Int32> {
         guard standbyReplicas > 0, partitionCount > 0 else { return [] }
-        let now = Int64(Date().timeIntervalSince1970 * 1000)
-        let expiryMs = Int64(expiry.seconds * 1000)
+        let now = ContinuousClock.now
         return state.withLock { state in
-            let live = state.members.values.filter { $0.group == group && now - $0.updatedAtMs < expiryMs }
+            let live = state.members.values.filter { now - $0.heardAt < expiry }
+            let liveInstances = live.map(\.record.instance) + [instance]
             var result: Set<Int32> = []
             for partition in 0..<partitionCount where !state.owned.contains(partition) {
-                let owner = live.filter { $0.owned.contains(partition) }.max { $0.updatedAtMs < $1.updatedAtMs }
-                guard let owner else { continue }
-                let candidates: [(instance: String, rank: UInt64)] = live.filter { $0.instance != owner.instance }.map {
-                    (instance: $0.instance, rank: Self.rank(partition: partition, instance: $0.instance))
+                guard let owner = Self.owner(of: partition, among: live, now: now, expiry: expiry) else { continue }
+                let candidates: [(instance: String, rank: UInt64)] = liveInstances.filter { $0 != owner.record.instance }.map {
+                    (instance: $0, rank: Self.rank(partition: partition, instance: $0))
                 }
                 let ranked = candidates.sorted { left, right in
                     left.rank != right.rank ? left.rank > right.rank : left.instance < right.instance
@@ -231,24 +257,73 @@ final class Membership: Service, Sendable {
                 break
             }
             publish()
+            forgetSilentMembers()
             placeStandbys()
         }
         stopping.store(true, ordering: .relaxed)
         // Leaving: a tombstone, so that nobody forwards here any more.
-        _ = try? await sink.write([KafkaRecord(topic: topic, partition: 0, key: Array(instance.utf8), value: [])])
+        let keyBytes = Array(instance.utf8)
+        let headers = key.map { [$0.signMember(key: keyBytes, value: [])] } ?? []
+        _ = try? await sink.write([KafkaRecord(topic: topic, partition: 0, key: keyBytes, value: [], headers: headers)])
     }
 
     private func read() {
+        if key == nil {
+            logger.warning(
+                "no cluster secret (cluster.secretFile): other replicas' members records are ignored and no call is forwarded; set one when running more than one replica")
+        }
+        let limiter = LogLimiter()
         while !stopping.load(ordering: .relaxed) {
             switch consumer.poll(timeoutMs: 100) {
             case .none, .error: continue
             case .record(let record):
-                guard let key = record.keyString, key != instance else { continue }
-                let member = record.value.isEmpty ? nil : MemberRecord.decode(instance: key, value: record.value)
-                state.withLock { $0.members[key] = member }
+                guard let keyBytes = record.key, let name = record.keyString, name != instance else { continue }
+                if let reason = accept(record, key: keyBytes, name: name) {
+                    metrics?.clusterMessageRefused("member", reason: reason)
+                    if case .log(let suppressed) = limiter.decide(facility: reason) {
+                        logger.warning(
+                            "members record refused", metadata: ["reason": "\(reason)", "kafka.offset": "\(record.offset)", "suppressed": "\(suppressed)"])
+                    }
+                    continue
+                }
                 noteChange()
             }
         }
         consumer.close()
+    }
+
+    /// Applies a record of another replica; the reason it was refused, or nil.
+    private func accept(_ record: KafkaRecord, key keyBytes: [UInt8], name: String) -> String? {
+        guard let key else { return "no_cluster_secret" }
+        guard key.verifyMember(key: keyBytes, value: record.value, signature: record.header(ClusterKey.memberSignatureHeader)) else {
+            return record.header(ClusterKey.memberSignatureHeader) == nil ? "unsigned" : "bad_signature"
+        }
+        if record.value.isEmpty {
+            state.withLock { _ = $0.members.removeValue(forKey: name) }
+            return nil
+        }
+        guard let member = MemberRecord.decode(instance: name, value: record.value) else { return "invalid" }
+        guard member.group == group else { return "other_group" }
+        let now = ContinuousClock.now
+        return state.withLock { state -> String? in
+            if let known = state.members[name] {
+                guard member.seq > known.record.seq else { return "replayed" }
+            } else if state.members.count >= Self.maximumMembers {
+                return "too_many_members"
+            }
+            state.members[name] = Member(record: member, offset: record.offset, heardAt: now)
+            return nil
+        }
+    }
+
+    /// Forgets the replicas not heard from within `expiry` (crashed ones never write a tombstone).
+    private func forgetSilentMembers() {
+        let now = ContinuousClock.now
+        let forgotten = state.withLock { state -> Int in
+            let before = state.members.count
+            state.members = state.members.filter { now - $0.value.heardAt < expiry }
+            return before - state.members.count
+        }
+        if forgotten > 0 { noteChange() }
     }
 }

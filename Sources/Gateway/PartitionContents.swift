@@ -33,6 +33,13 @@ struct PartitionContents {
     /// Revoked subscriptions whose tombstone is not written yet (see ``RevokedSubscription``).
     var revoked: [RetryKey: RevokedSubscription] = [:]
 
+    // MARK: Ownership (``OwnershipFence``)
+
+    /// This replica's ownership, once promoted: its tag, and what its writes confirm.
+    var fence: OwnershipFence?
+    /// The tag and offset of the load marker this replica wrote, until it is promoted.
+    var marker: (tag: [UInt8], offset: Int64)?
+
     // MARK: Read from the log (loading, standby)
 
     /// The latest shadow checkpoint per node, restored into the index when the partition is promoted (a
@@ -42,6 +49,12 @@ struct PartitionContents {
     var followedRetries: [RetryKey: [PendingNotification]] = [:]
     /// The offset after the last record known to be in the log (read, or acknowledged to this replica).
     var logEnd: Int64 = 0
+    /// The owner tag of the last load marker read: a record tagged otherwise after it was written by a superseded
+    /// owner, and is skipped.
+    var logOwner: [UInt8]?
+    /// Records skipped as superseded, by key: once this replica owns the partition it rewrites those keys from
+    /// memory (so that compaction, keeping the last record of a key, cannot bring one back).
+    var superseded: [[UInt8]: StateRecord] = [:]
 
     init(role: PartitionRole) { self.role = role }
 
@@ -79,9 +92,15 @@ struct PartitionContents {
         record.apply(to: app.index)
     }
 
-    /// Applies a record read from the state topic at `offset` (loading or standby).
-    mutating func applyFromLog(_ record: StateRecord, offset: Int64) {
+    /// Applies a record read from the state topic at `offset` (loading or standby), written by the owner with tag
+    /// `tag` (nil: an untagged record of an older gateway). False when it was skipped as superseded.
+    mutating func applyFromLog(_ record: StateRecord, key: [UInt8], offset: Int64, tag: [UInt8]?) -> Bool {
         logEnd = max(logEnd, offset + 1)
+        if let tag, let logOwner, tag != logOwner {
+            superseded[key] = record
+            return false
+        }
+        superseded[key] = nil
         switch record {
         case .subscription(let subscription):
             apply(subscription, sequence: nil)
@@ -90,5 +109,6 @@ struct PartitionContents {
         case .retry(let retry):
             followedRetries[retry.key] = retry.entries.isEmpty ? nil : retry.entries
         }
+        return true
     }
 }

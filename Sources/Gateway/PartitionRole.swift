@@ -14,4 +14,25 @@ enum PartitionRole: Sendable, Equatable {
 
     /// Work already started may still write here (the owner, or one finishing before a handover).
     var isActive: Bool { self == .owner || self == .releasing }
+
+    /// As one byte, for a lock-free copy.
+    var code: UInt8 {
+        switch self {
+        case .loading: 0
+        case .owner: 1
+        case .standby: 2
+        case .releasing: 3
+        case .released: 4
+        }
+    }
+
+    init(code: UInt8) {
+        switch code {
+        case 0: self = .loading
+        case 1: self = .owner
+        case 2: self = .standby
+        case 3: self = .releasing
+        default: self = .released
+        }
+    }
 }

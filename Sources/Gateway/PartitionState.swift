@@ -8,13 +8,21 @@ import Synchronization
 /// One partition of the state topic as this replica holds it (``PartitionContents``), behind one lock, and
 /// the only way to change it.
 ///
-/// - Loading and standby: records read from the log are applied in log order (``applyFromLog(_:)``).
+/// - Loading and standby: records read from the log are applied in log order (``applyFromLog(_:key:offset:tag:)``),
+///   skipping those of superseded owners (``OwnershipFence``).
 /// - Owner: every decision (an API write, an event's matching, a revocation) is made under the lock, and the
 ///   records it implies are produced under the same lock, so the log holds them in decision order. They
-///   apply to memory when acknowledged, still in that order: an API call answers once its write is durable
-///   and applied, so the next read (through any replica, since all calls for the partition come here) sees
-///   it. Shadows and revocations are the exception: they take effect in memory at once (matching must see
-///   them for the very next event) and their records are checkpoints of that state.
+///   apply to memory when acknowledged, still in that order: an API call answers once its write is durable and
+///   applied, so the next read (through any replica, since all calls for the partition come here) sees it.
+///   Shadows and revocations are the exception: they take effect in memory at once (matching must see them for
+///   the very next event) and their records are checkpoints of that state.
+/// - Fencing: every write is tagged with this owner's tag and must land right after the previous one; a write
+///   that lands further on is applied only once the gap is read back and holds no newer owner's marker. When
+///   it does, this replica is superseded: nothing more is applied, acknowledged, served or sent
+///   (``PartitionHooks/fenced``). An answer that writes nothing (a read, a 404, a 409) is given only once a
+///   write produced after the decision has landed where expected (``confirmOwnership(after:)``); a notification
+///   is sent only while ownership was confirmed within the lease and the process has not stalled since
+///   (``ownershipIsCurrent``).
 /// - Revocation: a revoked subscription stops matching at the revocation point (the moment the decision is
 ///   made under the lock), its revoke message is queued behind what it already had, and a marker record
 ///   makes the pending revoke durable; the tombstone follows once the revoke is delivered
@@ -24,13 +32,20 @@ final class PartitionState: Sendable {
     private let topic: String
     private let sink: any RecordSink
     private let contents: Mutex<PartitionContents>
+    private let roleCode: Atomic<UInt8>
+    private let hooks: PartitionHooks
     /// The partition's estimated bytes of state (``StateBudget``).
     let bytes: ByteMeter?
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
     private static let failureLog = LogLimiter()
+    /// Gaps are read back here, off the lock and off the cooperative pool (blocking reads).
+    private static let gapReads = DispatchQueue(label: "state-gap-reads", attributes: .concurrent)
 
-    init(partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, logger: Logger, bytes: ByteMeter? = nil) {
+    init(
+        partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, hooks: PartitionHooks = PartitionHooks(), logger: Logger,
+        bytes: ByteMeter? = nil
+    ) {
         self.partition = partition
         self.topic = topic
         self.sink = sink
@@ -38,12 +53,21 @@ final class PartitionState: Sendable {
         var contents = PartitionContents(role: role)
         contents.bytes = bytes
         self.contents = Mutex(contents)
+        self.roleCode = Atomic(role.code)
+        self.hooks = hooks
         self.logger = logger
     }
 
-    var role: PartitionRole { contents.withLock { $0.role } }
+    /// The role, read without the partition's lock (the store reads it under its own lock).
+    var role: PartitionRole { PartitionRole(code: roleCode.load(ordering: .acquiring)) }
 
-    func setRole(_ role: PartitionRole) { contents.withLock { $0.role = role } }
+    func setRole(_ role: PartitionRole) { contents.withLock { setRole(role, in: &$0) } }
+
+    /// Changes the role under the lock, and its lock-free copy with it.
+    private func setRole(_ role: PartitionRole, in contents: inout PartitionContents) {
+        contents.role = role
+        roleCode.store(role.code, ordering: .releasing)
+    }
 
     /// Runs `body` with exclusive access to the contents (reads, and changes that write nothing).
     func withContents<Result: Sendable, Failure: Error>(_ body: (inout PartitionContents) throws(Failure) -> Result) throws(Failure) -> Result {
@@ -56,18 +80,35 @@ final class PartitionState: Sendable {
 
     // MARK: From the log
 
-    /// Applies a record read from the state topic (loading or standby).
-    func applyFromLog(_ record: StateRecord, offset: Int64) {
-        contents.withLock { $0.applyFromLog(record, offset: offset) }
+    /// Applies a record read from the state topic (loading or standby); false when it was skipped as written by a
+    /// superseded owner.
+    @discardableResult
+    func applyFromLog(_ record: StateRecord, key: [UInt8], offset: Int64, tag: [UInt8]?) -> Bool {
+        contents.withLock { $0.applyFromLog(record, key: key, offset: offset, tag: tag) }
     }
 
-    /// The log was read up to `offset` (a record this replica skips, such as a load marker).
+    /// A load marker was read at `offset`: from here on, records are the ones of the owner tagged `tag`.
+    func readMarker(tag: [UInt8]?, offset: Int64) {
+        contents.withLock { contents in
+            contents.logEnd = max(contents.logEnd, offset + 1)
+            contents.logOwner = tag
+        }
+    }
+
+    /// The log was read up to `offset` (a record this replica skips, such as an ownership check).
     func advanceLogEnd(to offset: Int64) { contents.withLock { $0.logEnd = max($0.logEnd, offset) } }
 
-    /// Makes this replica the owner of a loaded partition: restores the shadow checkpoints into the index and
-    /// hands over what the previous owner left to deliver (pending retries, revokes not yet sent).
-    func promote() -> (retries: [[PendingNotification]], revoked: [RevokedSubscription]) {
-        contents.withLock { contents in
+    /// This replica wrote its load marker, tagged `tag`, at `offset` (it is promoted once the log is read up to it).
+    func markerWritten(tag: [UInt8], offset: Int64) { contents.withLock { $0.marker = (tag, offset) } }
+
+    /// Makes this replica the owner of a loaded partition: restores the shadow checkpoints into the index, hands
+    /// over what the previous owner left to deliver (pending retries, revokes not yet sent), starts the fence from
+    /// its load marker, and rewrites the keys of the superseded records it skipped.
+    func promote() -> (retries: [[PendingNotification]], revoked: [RevokedSubscription])? {
+        var deferred: Deferred = []
+        let handed = contents.withLock { contents -> ([[PendingNotification]], [RevokedSubscription])? in
+            // Given up meanwhile (a revocation between the load and now): not promoted.
+            guard contents.role == .loading else { return nil }
             for (app, checkpoints) in contents.checkpoints {
                 let data = contents.app(app.string)
                 for (path, value) in checkpoints { data.index.restoreShadow(at: path, value: value) }
@@ -75,14 +116,43 @@ final class PartitionState: Sendable {
             contents.checkpoints = [:]
             let retries = Array(contents.followedRetries.values)
             contents.followedRetries = [:]
-            contents.role = .owner
+            setRole(.owner, in: &contents)
+            if let marker = contents.marker {
+                contents.fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: Uptime.now)
+                contents.marker = nil
+            }
+            let superseded = Array(contents.superseded.values)
+            contents.superseded = [:]
+            rewrite(superseded, in: &contents, deferred: &deferred)
             return (retries, Array(contents.revoked.values))
         }
+        for action in deferred { action() }
+        return handed
     }
 
     // MARK: The owner's writes
 
     typealias Deferred = [@Sendable () -> Void]
+
+    /// The Kafka record of a write, tagged with this owner's tag.
+    private func kafkaRecord(key: [UInt8], value: [UInt8], contents: PartitionContents) -> KafkaRecord {
+        let tag = contents.fence?.tag ?? contents.marker?.tag
+        return KafkaRecord(
+            topic: topic, partition: partition, key: key, value: value,
+            headers: tag.map { [KafkaHeader(name: OwnerTag.header, value: $0)] } ?? [])
+    }
+
+    /// Produces `write` (a state record, or an ownership check) in decision order (the caller holds the lock).
+    private func submit(_ write: InFlightWrite, key: [UInt8], value: [UInt8], in contents: inout PartitionContents, deferred: inout Deferred) {
+        let sequence = contents.nextSequence
+        contents.nextSequence += 1
+        contents.inFlight[sequence] = write
+        let record = kafkaRecord(key: key, value: value, contents: contents)
+        if let error = sink.produce(record, completion: { [self] result in acknowledged(sequence, result.map(\.offset)) }) {
+            contents.inFlight[sequence]?.result = .failure(error)
+            applyAcknowledged(&contents, deferred: &deferred)
+        }
+    }
 
     /// Produces `record` in decision order (the caller holds the lock): it applies when acknowledged, in
     /// produce order; `onSettled` runs once it is applied (true) or failed (false). `counted` marks a write
@@ -91,35 +161,29 @@ final class PartitionState: Sendable {
         _ record: StateRecord, in contents: inout PartitionContents, counted: Bool = false,
         onSettled: (@Sendable (Bool) -> Void)?, deferred: inout Deferred
     ) {
-        let sequence = contents.nextSequence
-        contents.nextSequence += 1
-        contents.inFlight[sequence] = InFlightWrite(record: record, onSettled: onSettled)
+        var write = InFlightWrite(record: record, onSettled: onSettled)
         if counted, case .subscription(let subscription) = record {
             contents.pendingWrites[subscription.identity, default: 0] += 1
             if subscription.settings != nil, subscription.revoked == nil, let app = contents.existingApp(subscription.app),
                 app.index.subscription(path: subscription.subscription.path, subscriber: subscription.subscription.subscriber) == nil
             {
                 app.reserve(subscription.subscription, by: 1)
-                contents.inFlight[sequence]?.creates = subscription.subscription
+                write.creates = subscription.subscription
             }
         } else {
-            contents.inFlight[sequence]?.uncounted = true
+            write.uncounted = true
         }
-        let kafkaRecord = KafkaRecord(topic: topic, partition: partition, key: record.key, value: record.value ?? [])
         if case .subscription(let subscription) = record {
             // A subscription record that was not stored (or maybe was: a timeout) is written again, as memory has
             // it then, so that the log converges to what this replica decided and answered.
             let key = subscription.identity
-            let settled = contents.inFlight[sequence]?.onSettled
-            contents.inFlight[sequence]?.onSettled = { [self] stored in
+            let settled = write.onSettled
+            write.onSettled = { [self] stored in
                 if !stored { scheduleRepair(key, delay: 0.5) }
                 settled?(stored)
             }
         }
-        if let error = sink.produce(kafkaRecord, completion: { [self] result in acknowledged(sequence, result.map(\.offset)) }) {
-            contents.inFlight[sequence]?.result = .failure(error)
-            applyAcknowledged(&contents, deferred: &deferred)
-        }
+        submit(write, key: record.key, value: record.value ?? [], in: &contents, deferred: &deferred)
     }
 
     private func acknowledged(_ sequence: UInt64, _ result: Result<Int64, KafkaError>) {
@@ -132,17 +196,41 @@ final class PartitionState: Sendable {
         for action in deferred { action() }
     }
 
-    /// Applies the acknowledged writes at the head of the produce order.
+    /// Applies the acknowledged writes at the head of the produce order. A write that landed past where this
+    /// owner's next write was expected stops the applying until the gap is read back (``checkGap(from:to:tag:)``).
     private func applyAcknowledged(_ contents: inout PartitionContents, deferred: inout Deferred) {
         while let write = contents.inFlight[contents.nextToApply], let result = write.result {
+            var stored = false
+            if case .success(let offset) = result {
+                if var fence = contents.fence {
+                    if fence.fenced {
+                        stored = false
+                    } else if fence.checkingGap {
+                        break
+                    } else if offset > fence.expectedOffset {
+                        fence.checkingGap = true
+                        contents.fence = fence
+                        let (from, tag) = (fence.expectedOffset, fence.tag)
+                        deferred.append { [self] in Self.gapReads.async { self.checkGap(from: from, to: offset, tag: tag, attempt: 0) } }
+                        break
+                    } else {
+                        fence.expectedOffset = max(fence.expectedOffset, offset + 1)
+                        fence.confirmedAt = Uptime.now
+                        fence.confirmedProducedAt = max(fence.confirmedProducedAt, write.producedAt)
+                        contents.fence = fence
+                        resumeConfirmed(&contents, deferred: &deferred)
+                        stored = true
+                    }
+                } else {
+                    stored = true
+                }
+            }
             let sequence = contents.nextToApply
             contents.inFlight[sequence] = nil
             contents.nextToApply += 1
-            var stored = false
-            if case .success(let offset) = result {
-                stored = true
+            if stored, case .success(let offset) = result {
                 contents.logEnd = max(contents.logEnd, offset + 1)
-                if case .subscription(let subscription) = write.record { contents.apply(subscription, sequence: sequence) }
+                if case .subscription(let subscription)? = write.record { contents.apply(subscription, sequence: sequence) }
             } else if case .failure(let error) = result,
                 case .log(let suppressed) = Self.failureLog.decide(facility: "\(error.code)")
             {
@@ -151,10 +239,10 @@ final class PartitionState: Sendable {
                     "state write failed",
                     metadata: ["kafka.partition": "\(partition)", "error": "\(error)", "suppressed": "\(suppressed)"])
             }
-            if let created = write.creates, case .subscription(let subscription) = write.record {
+            if let created = write.creates, case .subscription(let subscription)? = write.record {
                 contents.existingApp(subscription.app)?.reserve(created, by: -1)
             }
-            if !write.uncounted, case .subscription(let subscription) = write.record {
+            if !write.uncounted, case .subscription(let subscription)? = write.record {
                 let key = subscription.identity
                 let left = (contents.pendingWrites[key] ?? 1) - 1
                 contents.pendingWrites[key] = left > 0 ? left : nil
@@ -172,12 +260,190 @@ final class PartitionState: Sendable {
             contents.drainWaiters = []
             deferred.append { waiters.forEach { $0() } }
         }
+        if let fence = contents.fence, !fence.waiters.isEmpty, !fence.fenced, !fence.checkingGap, !fence.checkScheduled {
+            // Someone waits for a confirmation no write in flight will give (it failed): check again shortly.
+            let latest = fence.waiters.values.map(\.after).max() ?? 0
+            if !contents.inFlight.values.contains(where: { $0.producedAt >= latest }) {
+                contents.fence?.checkScheduled = true
+                deferred.append { [self] in DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { self.scheduledCheck() } }
+            }
+        }
+    }
+
+    private func scheduledCheck() {
+        var deferred: Deferred = []
+        contents.withLock { contents in
+            guard let fence = contents.fence, fence.checkScheduled else { return }
+            contents.fence?.checkScheduled = false
+            let latest = fence.waiters.values.map(\.after).max() ?? 0
+            guard !fence.waiters.isEmpty, !fence.fenced, !contents.inFlight.values.contains(where: { $0.producedAt >= latest }) else { return }
+            produceOwnershipCheck(&contents, deferred: &deferred)
+        }
+        for action in deferred { action() }
+    }
+
+    // MARK: Fencing
+
+    /// Reads back the gap `from..<to` before a write of this owner (tagged `tag`) that landed at `to`.
+    private func checkGap(from: Int64, to: Int64, tag: [UInt8], attempt: Int) {
+        let records = hooks.readRange(partition, from, to)
+        let verdict = records.map { GapVerdict.judge($0, tag: tag) } ?? .unreadable
+        var deferred: Deferred = []
+        var superseded = false
+        contents.withLock { contents in
+            guard var fence = contents.fence, fence.tag == tag, fence.checkingGap, !fence.fenced else { return }
+            switch verdict {
+            case .clear(let zombies):
+                fence.checkingGap = false
+                fence.expectedOffset = max(fence.expectedOffset, to)
+                contents.fence = fence
+                if !zombies.isEmpty {
+                    logger.warning(
+                        "records of an earlier owner found after this replica took the partition: rewritten from memory",
+                        metadata: ["kafka.partition": "\(partition)", "records": "\(zombies.count)"])
+                    hooks.metrics?.zombieWritesRepaired(zombies.count)
+                    let decoded = (records ?? []).filter { record in
+                        record.key.map { key in zombies.contains(key) } ?? false
+                    }.compactMap { record -> StateRecord? in
+                        guard let key = record.key else { return nil }
+                        return try? StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                    }
+                    rewrite(decoded, in: &contents, deferred: &deferred)
+                }
+                applyAcknowledged(&contents, deferred: &deferred)
+            case .newerOwner:
+                superseded = true
+                fence.checkingGap = false
+                contents.fence = fence
+                fenceLocked(&contents, deferred: &deferred)
+            case .unreadable:
+                // The broker is away: the writes wait (their callers time out); given up after a minute.
+                if attempt >= 60 {
+                    superseded = true
+                    fence.checkingGap = false
+                    contents.fence = fence
+                    fenceLocked(&contents, deferred: &deferred)
+                } else {
+                    deferred.append { [self] in
+                        Self.gapReads.asyncAfter(deadline: .now() + 1) { self.checkGap(from: from, to: to, tag: tag, attempt: attempt + 1) }
+                    }
+                }
+            }
+        }
+        if superseded {
+            logger.error(
+                "another replica took this partition over (its load marker is in the state topic after this replica's): serving and writing it stopped",
+                metadata: ["kafka.partition": "\(partition)", "gap.from": "\(from)", "gap.to": "\(to)"])
+            hooks.metrics?.ownershipFenced()
+            // Before anyone waiting hears of it: the partition's events and deliveries are abandoned first, so
+            // nothing of it is committed or released as done.
+            hooks.fenced(partition)
+        }
+        for action in deferred { action() }
+    }
+
+    /// Superseded: nothing more is applied (the writes in flight fail: they landed after the newer owner's marker,
+    /// which every reader skips), served or written; waiters hear no.
+    private func fenceLocked(_ contents: inout PartitionContents, deferred: inout Deferred) {
+        contents.fence?.fenced = true
+        setRole(.released, in: &contents)
+        let waiters = contents.fence?.waiters.values.map(\.continuation) ?? []
+        contents.fence?.waiters = [:]
+        deferred.append { waiters.forEach { $0.resume(returning: false) } }
+        for sequence in contents.inFlight.keys where contents.inFlight[sequence]?.result == nil {
+            contents.inFlight[sequence]?.result = .failure(KafkaError(message: "superseded by another owner of the partition"))
+        }
+        applyAcknowledged(&contents, deferred: &deferred)
+    }
+
+    /// Resumes the confirmation waiters satisfied by the fence's latest confirmation.
+    private func resumeConfirmed(_ contents: inout PartitionContents, deferred: inout Deferred) {
+        guard let fence = contents.fence, !fence.waiters.isEmpty else { return }
+        let ready = fence.waiters.filter { $0.value.after <= fence.confirmedProducedAt }
+        guard !ready.isEmpty else { return }
+        for id in ready.keys { contents.fence?.waiters[id] = nil }
+        deferred.append { ready.values.forEach { $0.continuation.resume(returning: true) } }
+    }
+
+    /// Writes an ownership check: a record whose landing where expected confirms that nobody took the partition.
+    private func produceOwnershipCheck(_ contents: inout PartitionContents, deferred: inout Deferred) {
+        let write = InFlightWrite(record: nil, onSettled: nil, uncounted: true)
+        submit(write, key: OwnerTag.ownerCheckKey, value: [], in: &contents, deferred: &deferred)
+    }
+
+    /// True once a write produced at or after `instant` landed where this owner expected it: no other owner had
+    /// taken the partition then, so what this replica decided before `instant` stands. False when it is not the
+    /// owner, was superseded, or no confirmation came within `timeout` (the broker is away).
+    func confirmOwnership(after instant: UInt64, timeout: Double = 5) async -> Bool {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+            var deferred: Deferred = []
+            let answer = contents.withLock { contents -> Bool? in
+                guard contents.role == .owner else { return false }
+                guard var fence = contents.fence else { return true }
+                guard !fence.fenced else { return false }
+                if fence.confirmedProducedAt >= instant { return true }
+                fence.nextWaiter += 1
+                let id = fence.nextWaiter
+                fence.waiters[id] = (instant, continuation)
+                contents.fence = fence
+                let covered = contents.inFlight.values.contains { $0.producedAt >= instant }
+                if !covered, !fence.checkingGap { produceOwnershipCheck(&contents, deferred: &deferred) }
+                deferred.append { [self] in
+                    DispatchQueue.global().asyncAfter(deadline: .now() + timeout) {
+                        let waiter = self.contents.withLock { $0.fence?.waiters.removeValue(forKey: id) }
+                        waiter?.continuation.resume(returning: false)
+                    }
+                }
+                return nil
+            }
+            for action in deferred { action() }
+            if let answer { continuation.resume(returning: answer) }
+        }
+    }
+
+    /// True while this replica may act on its ownership without asking: confirmed within the lease, and the process
+    /// has run without a stall since.
+    var ownershipIsCurrent: Bool {
+        contents.withLock { contents in
+            guard contents.role == .owner else { return false }
+            guard let fence = contents.fence else { return true }
+            guard !fence.fenced, !fence.checkingGap else { return false }
+            return Uptime.now &- fence.confirmedAt < hooks.lease && StallWatch.shared.ranWithoutStall(since: fence.confirmedAt)
+        }
+    }
+
+    /// Current ownership: at once within the lease, else after a confirmation (a write produced now).
+    func ensureOwnership() async -> Bool {
+        if ownershipIsCurrent { return true }
+        return await confirmOwnership(after: Uptime.now)
+    }
+
+    /// Rewrites, from memory, the keys of records written by a superseded owner (the caller holds the lock):
+    /// subscriptions as memory has them (live, revoked marker or tombstone), shadows with the data memory holds,
+    /// pending-retry lines through the delivery service.
+    private func rewrite(_ records: [StateRecord], in contents: inout PartitionContents, deferred: inout Deferred) {
+        for record in records {
+            switch record {
+            case .subscription(let subscription):
+                let key = subscription.identity
+                if contents.repairs.insert(key).inserted {
+                    deferred.append { [self] in repair(key, delay: 0.5) }
+                }
+            case .shadow(let shadow):
+                guard let value = contents.existingApp(shadow.app)?.index.shadow(at: shadow.path) else { continue }
+                produce(.shadow(ShadowRecord(app: shadow.app, path: shadow.path, value: value)), in: &contents, onSettled: nil, deferred: &deferred)
+            case .retry(let retry):
+                let key = retry.key
+                deferred.append { [hooks] in hooks.rewriteRetryLine(key) }
+            }
+        }
     }
 
     /// Makes a decision under the lock and writes the records it implies; returns its value once they are
     /// durable and applied. With an `identity`, waits first for the writes of that subscription still in
-    /// flight (one decision at a time per subscription). 503 when this replica is not the owner, or when the
-    /// records could not be stored.
+    /// flight (one decision at a time per subscription). A decision that writes nothing answers once this
+    /// replica's ownership is confirmed after it. 503 when this replica is not the owner (with `notOwner`, so a
+    /// forwarding replica asks the new owner), or when the records could not be stored.
     func write<Value: Sendable>(
         identity: RetryKey?, _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
     ) async throws(APIError) -> Value {
@@ -185,8 +451,8 @@ final class PartitionState: Sendable {
             if let identity { await waitForWrites(of: identity) }
             var deferred: Deferred = []
             let attempt = contents.withLock { contents -> Result<(Value, Settlement?)?, APIError> in
-                guard contents.role == .owner else {
-                    return .failure(.unavailable("the application's partition is moving to another replica; retry", retryAfterSeconds: 1))
+                guard contents.role == .owner, contents.fence?.fenced != true else {
+                    return .failure(.notOwner("the application's partition is moving to another replica; retry"))
                 }
                 if let identity, (contents.pendingWrites[identity] ?? 0) > 0 { return .success(nil) }
                 do throws(APIError) {
@@ -203,15 +469,42 @@ final class PartitionState: Sendable {
             }
             for action in deferred { action() }
             switch attempt {
-            case .failure(let error): throw error
+            case .failure(let error):
+                // A refusal is an answer about the state too: given only by the current owner.
+                guard await ensureOwnership() else {
+                    throw .notOwner("the application's partition is moving to another replica; retry")
+                }
+                throw error
             case .success(nil): continue
             case .success(let (value, settlement)?):
-                if let settlement, !(await settlement.wait()) {
+                guard let settlement else {
+                    guard await ensureOwnership() else {
+                        throw .notOwner("the application's partition is moving to another replica; retry")
+                    }
+                    return value
+                }
+                if !(await settlement.wait()) {
+                    if contents.withLock({ $0.fence?.fenced == true }) {
+                        throw .notOwner("the application's partition was taken over by another replica; retry")
+                    }
                     throw .unavailable("the change could not be stored; retry later", retryAfterSeconds: 1)
                 }
                 return value
             }
         }
+    }
+
+    /// Reads under the lock; answers only while this replica's ownership is current (``ensureOwnership()``), so the
+    /// answer reflects every write acknowledged before it, through any replica. 503 `notOwner` otherwise.
+    func read<Value: Sendable>(_ body: (inout PartitionContents) -> Value) async throws(APIError) -> Value {
+        let value = contents.withLock { contents -> Value? in
+            guard contents.role == .owner else { return nil }
+            return body(&contents)
+        }
+        guard let value, await ensureOwnership() else {
+            throw .notOwner("the application's partition is moving to another replica; retry")
+        }
+        return value
     }
 
     private func waitForWrites(of identity: RetryKey) async {
@@ -292,9 +585,7 @@ final class PartitionState: Sendable {
     private func produceUncountedRepair(
         _ record: StateRecord, key: RetryKey, delay: Double, in contents: inout PartitionContents, deferred: inout Deferred
     ) {
-        let sequence = contents.nextSequence
-        contents.nextSequence += 1
-        contents.inFlight[sequence] = InFlightWrite(
+        let write = InFlightWrite(
             record: record,
             onSettled: { [self] stored in
                 if stored {
@@ -304,11 +595,7 @@ final class PartitionState: Sendable {
                     scheduleRepair(key, delay: min(delay * 2, 30))
                 }
             }, uncounted: true)
-        let kafkaRecord = KafkaRecord(topic: topic, partition: partition, key: record.key, value: record.value ?? [])
-        if let error = sink.produce(kafkaRecord, completion: { [self] result in acknowledged(sequence, result.map(\.offset)) }) {
-            contents.inFlight[sequence]?.result = .failure(error)
-            applyAcknowledged(&contents, deferred: &deferred)
-        }
+        submit(write, key: record.key, value: record.value ?? [], in: &contents, deferred: &deferred)
     }
 
     // MARK: Revocations

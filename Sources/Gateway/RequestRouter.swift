@@ -4,33 +4,40 @@ import Logging
 import PushCore
 
 /// Finds the replica that answers an app's calls (``Membership``) and forwards calls to it over HTTP/1.1
-/// (keep-alive connections between replicas). While the app's partition has no ready owner (a rebalance, a
-/// load), it waits for the view to change, at most `waitBound`; the API then answers 503 with `Retry-After`.
+/// (keep-alive connections between replicas), signed with the cluster secret (``ClusterKey``). While the app's
+/// partition has no ready owner (a rebalance, a load), it waits for the view to change, until the call's
+/// deadline; the API then answers 503 with `Retry-After`. Without a cluster secret nothing is forwarded (a
+/// lone replica owns every partition).
 struct RequestRouter: RequestRouting {
     let store: StateStore
     let membership: Membership
+    let profiles: AppProfiles
     let client: HTTPClient
-    let waitBound: Duration
+    let key: ClusterKey?
+    let ownerWait: Duration
     let forwardTimeout: Duration
+    let metrics: GatewayMetrics?
     let logger: Logger
     /// While Kafka cannot be reached no owner can appear (the group cannot rebalance): no waiting then.
     var kafka: KafkaHealth? = nil
 
-    func route(app: String, forwarded: Bool) async -> RouteDecision {
-        let deadline = ContinuousClock.now + waitBound
+    func serves(app: String) -> Bool { profiles.profile(app)?.enabled ?? false }
+
+    func route(app: String, forwarded: Bool, deadline: ContinuousClock.Instant) async -> RouteDecision {
         while true {
             let partition = store.partitionIndex(ofApp: app)
             if partition >= 0 {
                 switch membership.route(partition: partition) {
-                case .local(ready: true) where store.ownedPartition(ofApp: app) != nil:
+                case .local(ready: true) where store.servingPartition(ofApp: app) != nil:
                     return .local
                 case .remote(let address, ready: true) where !forwarded:
+                    guard key != nil else {
+                        return .unavailable(reason: "another replica owns the application's partition and no cluster secret is configured to reach it")
+                    }
                     return .remote(address: address)
-                case .remote, .unknown:
-                    // A forwarded call is answered by its owner or refused, never forwarded again.
-                    if forwarded { return .unavailable(reason: "this replica does not own the application's partition") }
                 default:
-                    break
+                    // A forwarded call is answered by its owner or refused, never forwarded again, never waits.
+                    if forwarded { return .unavailable(reason: "this replica does not own the application's partition") }
                 }
             }
             if partition >= 0, let reason = kafka?.notWritableReason {
@@ -50,22 +57,42 @@ struct RequestRouter: RequestRouting {
         }
     }
 
-    func forward(_ request: ForwardedRequest, to address: String) async -> ForwardedResponse? {
-        let call = HTTPRequest(
-            method: HTTPMethod(rawValue: request.method), url: address + request.pathAndQuery, headers: request.headers,
-            body: request.body, timeout: forwardTimeout)
-        var http1 = call
-        http1.http1 = true
+    func forward(_ request: ForwardedRequest, to address: String, deadline: ContinuousClock.Instant) async -> ForwardOutcome {
+        guard let key else { return .notSent(reason: "no cluster secret") }
+        let left = deadline - ContinuousClock.now
+        guard left > .milliseconds(1) else { return .notSent(reason: "the call's deadline passed") }
+        var headers = request.headers
+        headers.append((ClusterKey.hopHeader, key.signHop(request)))
+        var call = HTTPRequest(
+            method: HTTPMethod(rawValue: request.method), url: address + request.pathAndQuery, headers: headers,
+            body: request.body, timeout: min(left, forwardTimeout))
+        call.http1 = true
+        call.pathAsIs = true
         do {
-            let response = try await client.send(http1)
-            return ForwardedResponse(status: response.status, headers: response.headers, body: response.body)
+            let response = try await client.send(call)
+            return .answered(ForwardedResponse(status: response.status, headers: response.headers, body: response.body))
         } catch {
             logger.warning("forwarding to the owner failed", metadata: ["owner": "\(address)", "error": "\(error)"])
+            guard let failure = error as? HTTPClientError, failure.wasNotSent || failure.code == .overloaded else {
+                return .unknown(reason: "\(error)")
+            }
             // The owner is gone (killed, say) but still in the view until the group reassigns its partitions: the
-            // caller asks again, so wait for the view to change first (a share of the bound), or all its attempts
-            // would fail within milliseconds and the call get 503 without waiting for the new owner.
-            await membership.waitForChange(timeout: waitBound / Forwarding.maximumAttempts)
-            return nil
+            // caller asks again, so wait for the view to change first (within the deadline).
+            await membership.waitForChange(timeout: min(deadline - ContinuousClock.now, ownerWait / 4))
+            return .notSent(reason: "\(failure)")
         }
+    }
+
+    func authenticate(forwarded request: ForwardedRequest) -> HopVerdict {
+        guard let key else {
+            metrics?.clusterMessageRefused("hop", reason: "no_cluster_secret")
+            return .rejected(reason: "no cluster secret is configured here")
+        }
+        let verdict = key.verifyHop(request)
+        if case .rejected(let reason) = verdict {
+            metrics?.clusterMessageRefused("hop", reason: reason)
+            logger.debug("forwarded call refused", metadata: ["reason": "\(reason)"])
+        }
+        return verdict
     }
 }

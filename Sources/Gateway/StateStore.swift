@@ -18,6 +18,9 @@ import Synchronization
 /// Memory is therefore about total × (1 + standbys) / replicas.
 final class StateStore: Service, Sendable {
     private let consumer: any LogReader
+    /// Reads back the gaps in an owner's offsets (``OwnershipFence``); only ever one range at a time.
+    private let verifier: (any LogReader)?
+    private let verifications = DispatchQueue(label: "kafka-state-verify")
     private let sink: any RecordSink
     let topic: String
     private let partitioner: KeyPartitioner
@@ -29,14 +32,26 @@ final class StateStore: Service, Sendable {
     private let startupTimeout: Int32
     private let logger: Logger
 
+    /// A load in progress: the marker offset it waits for the log to pass.
     private struct Load {
+        var generation: UInt64
         var target: Int64
-        var waiters: [CheckedContinuation<Bool, Never>]
+        var waiter: CheckedContinuation<Bool, Never>?
     }
+
+    /// What the store tells the others (set once they exist).
+    private struct Listeners {
+        var fenced: @Sendable (Int32) -> Void = { _ in }
+        var rewriteRetryLine: @Sendable (RetryKey) -> Void = { _ in }
+    }
+    private let listeners = Mutex(Listeners())
 
     private struct State {
         var partitions: [Int32: PartitionState] = [:]
         var loads: [Int32: Load] = [:]
+        /// Bumped by every load and release of a partition: a load whose generation is not the latest is stale
+        /// (the partition was given up, or assigned again, meanwhile) and ends without effect.
+        var generations: [Int32: UInt64] = [:]
         var partitionCount: Int32 = 0
         var countWaiters: [CheckedContinuation<Int32, Never>] = []
         /// The count will never be known (the start failed or was stopped): waiters get 0 at once.
@@ -48,14 +63,20 @@ final class StateStore: Service, Sendable {
     /// Assignment changes of the reader: blocking librdkafka calls, serialised here, off the cooperative pool.
     private let assignments = DispatchQueue(label: "kafka-state-assignments")
     private let recordsRead = Atomic<Int>(0)
+    /// The partition count once known, read without the lock: every lookup of an app's partition reads it, from
+    /// under other locks (the delivery service's), so it must never wait for this store's lock.
+    private let knownCount = Atomic<Int32>(0)
 
     /// The key of load markers; a marker carries no value, so compaction removes it.
-    static let loadMarkerKey: [UInt8] = Array(#"["load-marker"]"#.utf8)
+    static let loadMarkerKey: [UInt8] = OwnerTag.loadMarkerKey
 
     init(
-        consumer: any LogReader, sink: any RecordSink, topic: String, partitioner: KeyPartitioner, metrics: GatewayMetrics,
-        health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), budget: StateBudget = StateBudget(), logger: Logger
+        consumer: any LogReader, verifier: (any LogReader)? = nil, sink: any RecordSink, topic: String, partitioner: KeyPartitioner,
+        metrics: GatewayMetrics, health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), budget: StateBudget = StateBudget(),
+        logger: Logger
     ) {
+        _ = StallWatch.shared
+        self.verifier = verifier
         self.health = health
         self.budget = budget
         self.startupTimeout = Int32(clamping: startupTimeout.components.seconds * 1000)
@@ -67,10 +88,50 @@ final class StateStore: Service, Sendable {
         self.logger = logger
     }
 
+    /// Who hears that this replica was superseded in a partition, and who rewrites a pending-retry line.
+    func listen(fenced: @escaping @Sendable (Int32) -> Void, rewriteRetryLine: @escaping @Sendable (RetryKey) -> Void) {
+        listeners.withLock { $0 = Listeners(fenced: fenced, rewriteRetryLine: rewriteRetryLine) }
+    }
+
+    private func makePartition(_ index: Int32, role: PartitionRole) -> PartitionState {
+        let hooks = PartitionHooks(
+            readRange: { [self] partition, from, to in readRange(partition: partition, from: from, to: to) },
+            fenced: { [self] partition in listeners.withLock { $0.fenced }(partition) },
+            rewriteRetryLine: { [self] key in listeners.withLock { $0.rewriteRetryLine }(key) },
+            metrics: metrics)
+        return PartitionState(
+            partition: index, topic: topic, role: role, sink: sink, hooks: hooks, logger: logger, bytes: budget.partitionMeter())
+    }
+
+    /// The records of state partition `partition` at offsets `from..<to`, read by the verifier (blocking, at most
+    /// 5 s); nil when they cannot be read now. Without a verifier (unit tests over the in-memory log, which has
+    /// no other writer), nothing is found.
+    private func readRange(partition: Int32, from: Int64, to: Int64) -> [KafkaRecord]? {
+        guard let verifier else { return [] }
+        return verifications.sync {
+            let topicPartition = TopicPartition(topic: topic, partition: partition)
+            do {
+                try verifier.addAssignment([topicPartition: from])
+            } catch {
+                return nil
+            }
+            defer { try? verifier.removeAssignment([topicPartition]) }
+            var records: [KafkaRecord] = []
+            let deadline = ContinuousClock.now + .seconds(5)
+            while ContinuousClock.now < deadline {
+                guard case .record(let record) = verifier.poll(timeoutMs: 100) else { continue }
+                guard record.topic == topic, record.partition == partition else { continue }
+                if record.offset >= to { return records }
+                if record.offset >= from { records.append(record) }
+            }
+            return nil
+        }
+    }
+
     // MARK: Lookup
 
     /// Partitions of the state topic (0 until known).
-    var partitionCount: Int32 { state.withLock { $0.partitionCount } }
+    var partitionCount: Int32 { knownCount.load(ordering: .acquiring) }
 
     /// Waits until the partition count is known.
     func waitForPartitionCount() async -> Int32 {
@@ -100,13 +161,17 @@ final class StateStore: Service, Sendable {
         return partition
     }
 
-    /// Every partition held, with its role.
+    /// The partition of `app` when this replica may answer for it: owned and loaded (each answer then checks that
+    /// the ownership is current).
+    func servingPartition(ofApp app: String) -> PartitionState? { ownedPartition(ofApp: app) }
+
     /// The partition of `app` when this replica owns it or is finishing its work before handing it over.
     func activePartition(ofApp app: String) -> PartitionState? {
         guard let partition = partition(partitionIndex(ofApp: app)), partition.role.isActive else { return nil }
         return partition
     }
 
+    /// Every partition held, with its role.
     var held: [(partition: Int32, role: PartitionRole)] {
         state.withLock { $0.partitions.map { ($0.key, $0.value.role) } }.sorted { $0.partition < $1.partition }
     }
@@ -161,6 +226,7 @@ final class StateStore: Service, Sendable {
         }
         let waiters = state.withLock { state -> [CheckedContinuation<Int32, Never>] in
             state.partitionCount = count
+            knownCount.store(count, ordering: .releasing)
             defer { state.countWaiters = [] }
             return state.countWaiters
         }
@@ -217,11 +283,16 @@ final class StateStore: Service, Sendable {
         guard record.topic == topic, let partition = partition(record.partition),
             partition.role == .loading || partition.role == .standby
         else { return }
-        if let key = record.key, key != Self.loadMarkerKey {
+        let tag = OwnerTag.of(record)
+        if record.key == OwnerTag.loadMarkerKey {
+            partition.readMarker(tag: tag, offset: record.offset)
+        } else if let key = record.key, key != OwnerTag.ownerCheckKey {
             recordsRead.add(1, ordering: .relaxed)
             do {
-                partition.applyFromLog(
-                    try StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value), offset: record.offset)
+                let decoded = try StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                if !partition.applyFromLog(decoded, key: key, offset: record.offset, tag: tag) {
+                    metrics.zombieRecordsSkipped()
+                }
             } catch {
                 metrics.stateRecordUnreadable()
                 logger.error(
@@ -233,18 +304,18 @@ final class StateStore: Service, Sendable {
             partition.advanceLogEnd(to: record.offset + 1)
         }
         let end = record.offset + 1
-        let ready = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
-            guard let load = state.loads[record.partition], end >= load.target else { return [] }
-            state.loads[record.partition] = nil
-            return load.waiters
+        let ready = state.withLock { state -> CheckedContinuation<Bool, Never>? in
+            guard let load = state.loads[record.partition], end >= load.target, let waiter = load.waiter else { return nil }
+            state.loads[record.partition]?.waiter = nil
+            return waiter
         }
-        ready.forEach { $0.resume(returning: true) }
+        ready?.resume(returning: true)
     }
 
     private func failLoads() {
         let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
             defer { state.loads = [:] }
-            return state.loads.values.flatMap(\.waiters)
+            return state.loads.values.compactMap(\.waiter)
         }
         waiters.forEach { $0.resume(returning: false) }
     }
@@ -252,21 +323,33 @@ final class StateStore: Service, Sendable {
     // MARK: Ownership changes
 
     /// Loads partition `index` for ownership: promotes the standby copy, or reads the partition from the
-    /// beginning, up to a marker written now. Returns the partition, still in the `loading` role (the caller
-    /// promotes it), or nil when it was given up meanwhile or the store stopped.
+    /// beginning, up to a load marker written now with a fresh owner tag (from then on, records of any earlier
+    /// owner are superseded: ``OwnershipFence``). Returns the partition, still in the `loading` role (the caller
+    /// promotes it), or nil when it was given up or assigned again meanwhile (each load has a generation; only the
+    /// latest one may finish), or the store stopped.
     func load(_ index: Int32) async -> PartitionState? {
         let started = ContinuousClock.now
-        let (partition, tailFrom) = state.withLock { state -> (PartitionState, Int64?) in
+        let (partition, tailFrom, generation) = state.withLock { state -> (PartitionState, Int64?, UInt64) in
+            let generation = (state.generations[index] ?? 0) + 1
+            state.generations[index] = generation
+            // A load still waiting for its marker is superseded by this one.
+            state.loads[index]?.waiter?.resume(returning: false)
+            state.loads[index] = nil
             if let existing = state.partitions[index], existing.role != .released {
                 // A standby (or a load in progress) is read already; an owned copy is read on from its end.
                 let tailed = existing.role == .standby || existing.role == .loading
-                existing.setRole(.loading)
-                return (existing, tailed ? nil : existing.logEnd)
+                return (existing, tailed ? nil : existing.logEnd, generation)
             }
-            let partition = PartitionState(
-                partition: index, topic: topic, role: .loading, sink: sink, logger: logger, bytes: budget.partitionMeter())
+            let partition = makePartition(index, role: .loading)
             state.partitions[index] = partition
-            return (partition, -2)
+            return (partition, -2, generation)
+        }
+        // Outside the store's lock: it is never held while a partition's lock is taken (docs/ARCHITECTURE.md,
+        // "Locks"). A release meanwhile makes this load stale (its generation).
+        partition.setRole(.loading)
+        func current() -> Bool {
+            !stopping.load(ordering: .relaxed) && partition.role == .loading
+                && state.withLock { $0.partitions[index] === partition && $0.generations[index] == generation }
         }
         let fromStart = tailFrom == -2
         let topicPartition = TopicPartition(topic: topic, partition: index)
@@ -283,11 +366,15 @@ final class StateStore: Service, Sendable {
             }
         }
         // The marker is written until it is stored (an outage only delays the load), or the load is abandoned.
+        let tag = OwnerTag.make()
         var marker: Int64 = -1
         var delay = Duration.milliseconds(500)
         while marker < 0 {
             do {
-                marker = try await sink.write([KafkaRecord(topic: topic, partition: index, key: Self.loadMarkerKey, value: [])])[0].offset
+                let record = KafkaRecord(
+                    topic: topic, partition: index, key: OwnerTag.loadMarkerKey, value: [],
+                    headers: [KafkaHeader(name: OwnerTag.header, value: tag)])
+                marker = try await sink.write([record])[0].offset
             } catch {
                 logger.warning("load marker not written yet; retrying", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
                 do {
@@ -296,49 +383,53 @@ final class StateStore: Service, Sendable {
                     return nil  // cancelled: the store is stopping
                 }
                 delay = min(delay * 2, .seconds(10))
-                guard !stopping.load(ordering: .relaxed), partition.role == .loading,
-                    state.withLock({ $0.partitions[index] === partition })
-                else { return nil }
+                guard current() else { return nil }
             }
         }
+        guard current() else { return nil }
+        partition.markerWritten(tag: tag, offset: marker)
         let loaded = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
-            let done = state.withLock { state -> Bool in
+            let done = state.withLock { state -> Bool? in
+                guard state.generations[index] == generation, !stopping.load(ordering: .relaxed) else { return false }
                 if partition.logEnd > marker { return true }
-                if stopping.load(ordering: .relaxed) { return false }
-                state.loads[index, default: Load(target: marker + 1, waiters: [])].waiters.append(continuation)
-                return false
+                state.loads[index] = Load(generation: generation, target: marker + 1, waiter: continuation)
+                return nil
             }
-            if done || stopping.load(ordering: .relaxed) { continuation.resume(returning: done) }
+            if let done { continuation.resume(returning: done) }
         }
-        guard loaded, partition.role == .loading, state.withLock({ $0.partitions[index] === partition }) else { return nil }
+        // Only the latest load of the partition takes the reader's assignment away.
+        guard loaded, current() else { return nil }
         change { try $0.removeAssignment([topicPartition]) }
         logger.notice(
             "state partition loaded",
             metadata: [
                 "kafka.partition": "\(index)", "subscriptions": "\(partition.subscriptionCount)",
                 "from": "\(fromStart ? "log" : "standby")", "duration": "\(ContinuousClock.now - started)",
+                "owner.tag": "\(OwnerTag.hex(tag))",
             ])
         metrics.stateLoaded(seconds: (ContinuousClock.now - started).seconds)
         return partition
     }
 
+    /// Whether `partition` is the one the latest load of `index` produced (a caller promoting it checks first).
+    func isCurrent(_ partition: PartitionState, index: Int32) -> Bool {
+        state.withLock { $0.partitions[index] === partition }
+    }
+
     /// Gives partition `index` up as owner: keeps it as a standby copy (reading on from where the log was
-    /// left) or drops it.
+    /// left) or drops it. A load in progress ends without effect.
     func release(_ index: Int32, keepAsStandby: Bool) {
-        let dropped = state.withLock { state -> (PartitionState, Bool, Bool)? in
+        let dropped = state.withLock { state -> (PartitionState, Bool, Bool, CheckedContinuation<Bool, Never>?)? in
+            state.generations[index] = (state.generations[index] ?? 0) + 1
+            let waiter = state.loads.removeValue(forKey: index)?.waiter
             guard let partition = state.partitions[index] else { return nil }
             let tailed = partition.role == .loading || partition.role == .standby
-            if keepAsStandby {
-                partition.setRole(.standby)
-            } else {
-                partition.setRole(.released)
-                state.partitions[index] = nil
-            }
-            let waiters = state.loads.removeValue(forKey: index)?.waiters ?? []
-            waiters.forEach { $0.resume(returning: false) }
-            return (partition, keepAsStandby, tailed)
+            if !keepAsStandby { state.partitions[index] = nil }
+            return (partition, keepAsStandby, tailed, waiter)
         }
-        guard let (partition, standby, tailed) = dropped else { return }
+        guard let (partition, standby, tailed, waiter) = dropped else { return }
+        partition.setRole(standby ? .standby : .released)
+        waiter?.resume(returning: false)
         let topicPartition = TopicPartition(topic: topic, partition: index)
         if standby, !tailed {
             let end = partition.logEnd
@@ -351,22 +442,23 @@ final class StateStore: Service, Sendable {
     /// Keeps standby copies of `indexes` (partitions not held yet start as standbys, read from the beginning)
     /// and drops the standby copies of the others.
     func setStandbys(_ indexes: Set<Int32>) {
+        var dropped: [PartitionState] = []
         let (added, removed) = state.withLock { state -> ([PartitionState], [Int32]) in
             var added: [PartitionState] = []
             var removed: [Int32] = []
             for index in indexes where state.partitions[index] == nil {
-                let partition = PartitionState(
-                    partition: index, topic: topic, role: .standby, sink: sink, logger: logger, bytes: budget.partitionMeter())
+                let partition = makePartition(index, role: .standby)
                 state.partitions[index] = partition
                 added.append(partition)
             }
             for (index, partition) in state.partitions where partition.role == .standby && !indexes.contains(index) {
-                partition.setRole(.released)
                 state.partitions[index] = nil
                 removed.append(index)
+                dropped.append(partition)
             }
             return (added, removed)
         }
+        for partition in dropped { partition.setRole(.released) }
         if !added.isEmpty {
             let offsets = Dictionary(uniqueKeysWithValues: added.map { (TopicPartition(topic: topic, partition: $0.partition), Int64(-2)) })
             change { try $0.addAssignment(offsets) }

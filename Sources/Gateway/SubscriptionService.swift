@@ -35,8 +35,8 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     func app(_ name: String) throws(APIError) -> (PartitionState, AppProfile) {
         guard let profile = profiles.profile(name) else { throw .namespaceDoesNotExist(name) }
         guard profile.enabled else { throw .disabled(name) }
-        guard let partition = store.ownedPartition(ofApp: name) else {
-            throw .unavailable("the application's partition is not served here right now; retry", retryAfterSeconds: 1)
+        guard let partition = store.servingPartition(ofApp: name) else {
+            throw .notOwner("the application's partition is not served here right now; retry")
         }
         return (partition, profile)
     }
@@ -166,7 +166,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let token = try request.authToken.map { (text) throws(APIError) in try verify(text, profile: profile) }
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
         let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
-        let expiresAt = now + profile.settings.subscriptionTTLSeconds
+        let expiresAt = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         var reservation: StateBudget.Reservation?
         defer { reservation?.release() }
         let needsSnapshot = try await partition.write(identity: identity) { (contents) throws(APIError) in
@@ -259,7 +259,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let (partition, profile) = try writableApp(name)
         let token = try user(uid, bearer: bearer, profile: profile)
         // The identity: the current subscription's, or the one the body names (creating through PUT).
-        let current = partition.withContents { find(app: $0.existingApp(name), uid: uid, id: id) }
+        let current = try await partition.read { find(app: $0.existingApp(name), uid: uid, id: id) }
         let path: DataPath
         let subscriber: SubscriberKey
         if let current {
@@ -301,14 +301,14 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     func list(app name: String, uid: String, bearer: String?) async throws(APIError) -> [V2SubscriptionDocument] {
         let (partition, profile) = try app(name)
         _ = try user(uid, bearer: bearer, profile: profile)
-        let subscriptions = partition.withContents { $0.existingApp(name)?.index.subscriptions(ofUser: uid) ?? [] }
+        let subscriptions = try await partition.read { $0.existingApp(name)?.index.subscriptions(ofUser: uid) ?? [] }
         return subscriptions.map { document(app: name, $0) }
     }
 
     func get(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) -> V2SubscriptionDocument {
         let (partition, profile) = try app(name)
         _ = try user(uid, bearer: bearer, profile: profile)
-        guard let subscription = partition.withContents({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
+        guard let subscription = try await partition.read({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }
         return document(app: name, subscription)
@@ -317,7 +317,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     func delete(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) {
         let (partition, profile) = try writableApp(name)
         _ = try user(uid, bearer: bearer, profile: profile)
-        guard let subscription = partition.withContents({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
+        guard let subscription = try await partition.read({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }
         let identity = RetryKey(app: name, path: subscription.path, subscriber: subscription.subscriber)
@@ -356,7 +356,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         reservation: inout StateBudget.Reservation?
     ) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) {
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
-        let latest = now + profile.settings.subscriptionTTLSeconds
+        let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }

@@ -7,6 +7,9 @@ public struct APIError: Error, Sendable, Equatable {
     public var message: String
     /// Seconds after which the client may try again (`Retry-After`), when the error says so.
     public var retryAfterSeconds: Int?
+    /// This replica does not own the app's partition (any more): a replica that forwarded the call may send it to
+    /// the owner it knows now (`x-push-not-owner` on the answer). The call had no effect.
+    public var notOwner = false
 
     public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, retryAfterSeconds: Int? = nil) {
         self.status = status
@@ -29,6 +32,12 @@ public struct APIError: Error, Sendable, Equatable {
     public static func notFound(_ message: String) -> APIError { APIError(.notFound, "not_found", message) }
     public static func unavailable(_ message: String, retryAfterSeconds: Int? = nil) -> APIError {
         APIError(.serviceUnavailable, "unavailable", message, retryAfterSeconds: retryAfterSeconds)
+    }
+    /// 503 from a replica that is not (or no longer) the owner of the app's partition: the call had no effect.
+    public static func notOwner(_ message: String) -> APIError {
+        var error = APIError(.serviceUnavailable, "unavailable", message, retryAfterSeconds: 1)
+        error.notOwner = true
+        return error
     }
     /// 429 `quota_exceeded`: a per-app limit on what one client can create, or the anonymous write rate.
     public static func quotaExceeded(_ message: String, retryAfterSeconds: Int? = nil) -> APIError {

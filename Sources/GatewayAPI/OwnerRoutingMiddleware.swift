@@ -2,84 +2,206 @@ import Foundation
 import Hummingbird
 import HTTPTypes
 
-/// Sends each subscription call (`/base/{app}/…`, `/datasync/v2/{app}/…`, `/admin/apps/{app}`) to the replica that owns the app's
-/// partition: answered here when this replica owns it, forwarded otherwise (status, headers and body of the
-/// owner's answer pass through unchanged). A forwarded call carries `x-push-forwarded` and is never forwarded
-/// again: a replica that no longer owns the partition refuses it with `x-push-not-owner`, and the forwarding
-/// replica asks again, until its bound; then `503` with `Retry-After`.
+/// Sends each app call (`/base/{app}/…`, `/datasync/v2/{app}/…`, `/admin/apps/{app}`) to the replica that owns
+/// the app's partition: answered here when this replica owns it, forwarded otherwise. The hop between replicas
+/// is a trust boundary (docs/SECURITY.md), so:
+///
+/// - Only what the API reads is forwarded: an origin-form target rebuilt from its checked segments and known
+///   query parameters (``ForwardTarget``), the methods the API has, bodies up to the API's own limit, and the
+///   `Authorization` header (the only one the routes read). A dot-segment is 400 here, before anything else.
+/// - Calls for apps this gateway does not serve, and admin calls without the admin token, are answered here.
+/// - A forwarded call is signed with the cluster secret (method, target, body, the original client's address,
+///   a timestamp and a nonce) and carries `x-push-forwarded`; the owner checks the signature before anything
+///   else and answers or refuses (`x-push-not-owner`), never forwards again. Only an authentic hop may carry
+///   the client's address (`x-push-client-address`): the header is removed from every other call.
+/// - One deadline (`http.ownerWaitMs`) bounds the whole call. At most ``Forwarding/maximumAttempts`` attempts:
+///   a call is sent again only after a "not owner" answer or when it certainly never reached the owner
+///   (connection refused). A call that may have reached the owner without an answer is never sent again: a write
+///   then gets `504 timeout` (its outcome is unknown: read before retrying).
+/// - The owner's answer passes back with its status (1xx is not relayed: 502), body and the API's headers.
 struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
     static var forwardedHeader: HTTPField.Name { HTTPField.Name("x-push-forwarded")! }
     static var notOwnerHeader: HTTPField.Name { HTTPField.Name("x-push-not-owner")! }
-    /// Request headers the owner needs (the rest describe the connection, not the call).
-    static var passedHeaders: [HTTPField.Name] { [.authorization, .contentType, .accept] }
-    static var maximumBody: Int { 64 * 1024 }
+    static var clientAddressHeader: HTTPField.Name { HTTPField.Name("x-push-client-address")! }
+    /// Request headers the owner needs (the routes read no other; the rest describe the connection).
+    static var passedHeaders: [HTTPField.Name] { [.authorization] }
 
     let routing: any RequestRouting
+    let admin: (any AdminAPI)?
+    /// The address of the client of a call received from outside (its peer, or `X-Forwarded-For` from a trusted
+    /// proxy).
+    let clientAddress: @Sendable (Request, Context) -> String
+
+    init(routing: any RequestRouting, admin: (any AdminAPI)?, clientAddress: @escaping @Sendable (Request, Context) -> String) {
+        self.routing = routing
+        self.admin = admin
+        self.clientAddress = clientAddress
+    }
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let app = Self.app(of: request.uri.path) else { return try await next(request, context) }
-        let forwarded = request.headers[Self.forwardedHeader] != nil
         var request = request
+        let forwarded = request.headers[Self.forwardedHeader] != nil
+        let claimedClient = request.headers[Self.clientAddressHeader]
+        // Only an authentic hop may say who the client is.
+        if claimedClient != nil { request = Self.setting(Self.clientAddressHeader, to: nil, in: request) }
+        guard let call = Self.call(of: request.uri.path) else {
+            if forwarded { return Routes.errorResponse(.badRequest("only app calls are forwarded between replicas")) }
+            return try await next(request, context)
+        }
+        let target: ForwardTarget
+        do throws(APIError) {
+            target = try ForwardTarget(
+                target: request.uri.string, path: request.uri.path,
+                queryParameters: request.uri.queryParameters.map { (String($0.key), String($0.value)) })
+        } catch {
+            return Routes.errorResponse(error)
+        }
+        if forwarded {
+            return try await answerForwarded(request, context: context, claimedClient: claimedClient, next: next)
+        }
+        // Answered here without asking anyone: apps not served (404/403 from the routes), methods the API does not
+        // have, and admin calls without the admin token.
+        guard routing.serves(app: call.app), Forwarding.methods.contains(request.method) else {
+            return try await next(request, context)
+        }
+        if call.isAdmin, let admin {
+            do throws(APIError) {
+                try admin.authorizeAdmin(bearer: V2Routes.bearer(request))
+            } catch {
+                return Routes.errorResponse(error)
+            }
+        }
+        let deadline = ContinuousClock.now + routing.ownerWait
         var body: [UInt8]?
         var attempts = 0
         while true {
-            switch await routing.route(app: app, forwarded: forwarded) {
+            switch await routing.route(app: call.app, forwarded: false, deadline: deadline) {
             case .local:
-                if let body { request.body = .init(buffer: ByteBuffer(bytes: body)) }
-                return try await next(request, context)
+                // Kept, so that the call can still go to the new owner if this replica turns out to have lost the
+                // partition just now (its answer then says `x-push-not-owner`; the call had no effect).
+                if body == nil {
+                    do {
+                        body = Array(try await request.body.collect(upTo: Forwarding.maximumBody).readableBytesView)
+                    } catch {
+                        return Routes.errorResponse(
+                            APIError(.contentTooLarge, "too_big", "the request body is larger than \(Forwarding.maximumBody) bytes"))
+                    }
+                }
+                request.body = .init(buffer: ByteBuffer(bytes: body ?? []))
+                var response = try await next(request, context)
+                guard response.headers[Self.notOwnerHeader] != nil else { return response }
+                attempts += 1
+                if attempts >= Forwarding.maximumAttempts || ContinuousClock.now >= deadline {
+                    response.headers[Self.notOwnerHeader] = nil
+                    return response
+                }
             case .unavailable(let reason):
-                var response = Routes.errorResponse(.unavailable(reason, retryAfterSeconds: 1))
-                if forwarded { response.headers[Self.notOwnerHeader] = "1" }
-                return response
+                return Routes.errorResponse(.unavailable(reason, retryAfterSeconds: 1))
             case .remote(let address):
                 if body == nil {
-                    let buffer = try await request.body.collect(upTo: Self.maximumBody)
-                    body = Array(buffer.readableBytesView)
+                    do {
+                        let buffer = try await request.body.collect(upTo: Forwarding.maximumBody)
+                        body = Array(buffer.readableBytesView)
+                    } catch {
+                        return Routes.errorResponse(
+                            APIError(.contentTooLarge, "too_big", "the request body is larger than \(Forwarding.maximumBody) bytes"))
+                    }
                 }
-                var headers: [(name: String, value: String)] = [(Self.forwardedHeader.rawName, "1")]
+                var headers: [(name: String, value: String)] = [
+                    (Self.forwardedHeader.canonicalName, "1"), (Self.clientAddressHeader.canonicalName, clientAddress(request, context)),
+                ]
                 for name in Self.passedHeaders {
-                    for value in request.headers[values: name] { headers.append((name.rawName, value)) }
+                    for value in request.headers[values: name] { headers.append((name.canonicalName, value)) }
                 }
-                let call = ForwardedRequest(
-                    method: request.method.rawValue, pathAndQuery: request.uri.description, headers: headers, body: body ?? [])
+                let forwardedCall = ForwardedRequest(
+                    method: request.method.rawValue, pathAndQuery: target.pathAndQuery, headers: headers, body: body ?? [])
                 attempts += 1
-                if let answer = await routing.forward(call, to: address),
-                    !answer.headers.contains(where: { $0.name.lowercased() == Self.notOwnerHeader.canonicalName })
-                {
+                switch await routing.forward(forwardedCall, to: address, deadline: deadline) {
+                case .answered(let answer) where answer.header(Self.notOwnerHeader.canonicalName) == nil:
                     return Self.response(answer)
-                }
-                // Not the owner any more, or unreachable: the view is stale; ask again (the router waits for a
-                // change, bounded).
-                if attempts >= Forwarding.maximumAttempts {
-                    return Routes.errorResponse(.unavailable("the application's owner cannot be reached; retry", retryAfterSeconds: 1))
+                case .answered, .notSent:
+                    // Not the owner any more, or not reachable: the view is stale; ask again (the router waits for a
+                    // change, within the deadline).
+                    if attempts >= Forwarding.maximumAttempts || ContinuousClock.now >= deadline {
+                        return Routes.errorResponse(.unavailable("the application's owner cannot be reached; retry", retryAfterSeconds: 1))
+                    }
+                case .unknown(let reason):
+                    if request.method == .get {
+                        return Routes.errorResponse(.unavailable("the application's owner did not answer: \(reason); retry", retryAfterSeconds: 1))
+                    }
+                    return Routes.errorResponse(
+                        APIError(
+                            .gatewayTimeout, "timeout",
+                            "the replica that owns the application did not answer in time (\(reason)): the change may or may not have been made; read it before retrying"))
                 }
             }
         }
     }
 
+    /// A call another replica forwarded here: authentic or refused; answered here or refused as "not owner".
+    private func answerForwarded(
+        _ request: Request, context: Context, claimedClient: String?,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        var request = request
+        let body: [UInt8]
+        do {
+            body = Array(try await request.body.collect(upTo: Forwarding.maximumBody).readableBytesView)
+        } catch {
+            return Routes.errorResponse(APIError(.contentTooLarge, "too_big", "the request body is larger than \(Forwarding.maximumBody) bytes"))
+        }
+        var headers: [(name: String, value: String)] = []
+        for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
+        if let claimedClient { headers.append((Self.clientAddressHeader.canonicalName, claimedClient)) }
+        let call = ForwardedRequest(method: request.method.rawValue, pathAndQuery: request.uri.string, headers: headers, body: body)
+        guard case .authentic(let client) = routing.authenticate(forwarded: call) else {
+            return Routes.errorResponse(
+                APIError(.forbidden, "forbidden", "x-push-forwarded is for calls between replicas, signed with the cluster secret"))
+        }
+        guard let app = Self.call(of: request.uri.path)?.app else { return Routes.errorResponse(.badRequest("not an app call")) }
+        request = Self.setting(Self.clientAddressHeader, to: client, in: request)
+        request.body = .init(buffer: ByteBuffer(bytes: body))
+        switch await routing.route(app: app, forwarded: true, deadline: .now) {
+        case .local:
+            return try await next(request, context)
+        case .remote, .unavailable:
+            var response = Routes.errorResponse(.unavailable("this replica does not own the application's partition", retryAfterSeconds: 1))
+            response.headers[Self.notOwnerHeader] = "1"
+            return response
+        }
+    }
+
+    /// `request` with header `name` set to `value` (removed when nil).
+    static func setting(_ name: HTTPField.Name, to value: String?, in request: Request) -> Request {
+        var head = request.head
+        head.headerFields[name] = value
+        return Request(head: head, body: request.body)
+    }
+
     static func response(_ answer: ForwardedResponse) -> Response {
+        guard (200...599).contains(answer.status) else {
+            return Routes.errorResponse(APIError(.badGateway, "bad_gateway", "the owner answered with status \(answer.status)"))
+        }
         var fields = HTTPFields()
-        for (name, value) in answer.headers {
+        for (name, value) in answer.headers where Forwarding.answeredHeaders.contains(name.lowercased()) {
             guard let field = HTTPField.Name(name) else { continue }
-            switch field {
-            case .contentLength, .transferEncoding, .connection: continue
-            default: fields.append(HTTPField(name: field, value: value))
-            }
+            fields.append(HTTPField(name: field, value: value))
         }
         return Response(
             status: HTTPResponse.Status(code: answer.status), headers: fields,
             body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
     }
 
-    /// The app a subscription call is about, percent-decoded; nil for other paths.
-    static func app(of path: String) -> String? {
+    /// The app an app call is about (percent-decoded), and whether it is an admin call; nil for other paths.
+    static func call(of path: String) -> (app: String, isAdmin: Bool)? {
         let parts = path.slashSeparatedParts()
         guard parts.count >= 4 else { return nil }
-        if parts[1] == "base", parts[3] == ".wakeup" { return parts[2].removingPercentEncoding }
+        func decoded(_ part: String) -> String? { part.removingPercentEncoding.flatMap { $0.isEmpty ? nil : $0 } }
+        if parts[1] == "base", parts[3] == ".wakeup" { return decoded(parts[2]).map { ($0, false) } }
         if parts.count >= 5, parts[1] == "datasync", parts[2] == "v2", parts[4] == "subscriptions" {
-            return parts[3].removingPercentEncoding
+            return decoded(parts[3]).map { ($0, false) }
         }
-        if parts.count == 4, parts[1] == "admin", parts[2] == "apps", !parts[3].isEmpty { return parts[3].removingPercentEncoding }
+        if parts.count == 4, parts[1] == "admin", parts[2] == "apps" { return decoded(parts[3]).map { ($0, true) } }
         return nil
     }
 }

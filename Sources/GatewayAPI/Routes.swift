@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import PushCore
 
@@ -12,7 +13,15 @@ public enum Routes {
     ) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: UnmatchedRouteMiddleware())
-        if let routing { router.add(middleware: OwnerRoutingMiddleware(routing: routing)) }
+        if let routing {
+            // A forwarded call carries the original client's address (resolved here, on the replica it reached).
+            router.add(
+                middleware: OwnerRoutingMiddleware(
+                    routing: routing, admin: admin,
+                    clientAddress: { request, context in
+                        ClientAddress.resolve(peer: context.remoteAddress?.ipAddress, headers: request.headers, trusted: trustedProxies)
+                    }))
+        }
         router.add(middleware: ClientAddressMiddleware(trusted: trustedProxies))
         // Operations endpoints answer GET and HEAD (HEAD: same status and headers, no body).
         func getAndHead(_ path: String, _ handler: @escaping @Sendable () -> Response) {
@@ -91,6 +100,7 @@ public enum Routes {
         body.append(UInt8(ascii: "}"))
         var headers: HTTPFields = [.contentType: "application/json"]
         if let seconds = error.retryAfterSeconds { headers[.retryAfter] = String(max(1, seconds)) }
+        if error.notOwner, let name = HTTPField.Name("x-push-not-owner") { headers[name] = "1" }
         return Response(status: error.status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 }

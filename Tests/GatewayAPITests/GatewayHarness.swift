@@ -93,8 +93,8 @@ final class GatewayHarness: Sendable {
         self.sender = sender
         let logger = Logger(label: "test")
         store = StateStore(
-            consumer: InMemoryLog.Reader(log: log), sink: log, topic: Self.stateTopic, partitioner: .consistentRandom,
-            metrics: metrics, budget: budget, logger: logger)
+            consumer: InMemoryLog.Reader(log: log), verifier: InMemoryLog.Reader(log: log), sink: log, topic: Self.stateTopic,
+            partitioner: .consistentRandom, metrics: metrics, budget: budget, logger: logger)
         profiles = AppProfiles()
         let builder = AppProfileBuilder(httpClient: nil, fcm: .init(), logger: logger)
         for (name, settings) in apps {
@@ -112,7 +112,21 @@ final class GatewayHarness: Sendable {
         delivery = DeliveryService(
             profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger,
             policy: policy)
+        let fenced = fencedPartitions
+        let delivery = delivery
+        let store = store
+        store.listen(
+            fenced: { index in
+                fenced.append(index)
+                delivery.release(partitions: [index])
+                store.release(index, keepAsStandby: false)
+            },
+            rewriteRetryLine: { delivery.rewrite(line: $0) })
     }
+
+    /// Partitions this replica found another owner had taken (``OwnershipFence``), in order.
+    let fencedPartitions = FencedList()
+    var fenced: [Int32] { fencedPartitions.values }
 
     /// Runs the store and the delivery service, and takes every partition in `owned` over.
     func start(owning owned: [Int32] = Array(0..<GatewayHarness.partitions)) async throws {
@@ -128,7 +142,7 @@ final class GatewayHarness: Sendable {
     func own(_ index: Int32) async throws {
         let loaded = await store.load(index)
         let state = try XCTUnwrap(loaded)
-        let (retries, revoked) = state.promote()
+        let (retries, revoked) = try XCTUnwrap(state.promote())
         delivery.adopt(retries: retries, revoked: revoked)
     }
 
@@ -189,6 +203,12 @@ final class GatewayHarness: Sendable {
             try? await Task.sleep(for: .milliseconds(5))
         }
     }
+}
+
+final class FencedList: Sendable {
+    private let list = Mutex<[Int32]>([])
+    func append(_ partition: Int32) { list.withLock { $0.append(partition) } }
+    var values: [Int32] { list.withLock { $0 } }
 }
 
 final class OffsetList: Sendable {

@@ -47,6 +47,9 @@ def gateway_env(extra: Optional[dict] = None) -> dict:
     return env
 
 
+CLUSTER_SECRET = "e2e-cluster-secret-0123456789abcdef0123456789"
+
+
 def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: str, dlq_topic: str, state_topic: str,
                 fcm_base_url: str, fcm_ca_file: str, apps: dict, kafka_properties: Optional[dict] = None) -> dict:
     """The gateway's configuration for a test. A cleartext (h2c) fake FCM needs ``allowInsecureEndpoints``, which
@@ -63,6 +66,8 @@ def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: s
         },
         "fcm": {"baseURL": fcm_base_url, "caFile": fcm_ca_file},
         "logging": {"format": "json", "level": "info"},
+        # The replicas of a test share the secret that signs forwarded calls and members records.
+        "cluster": {"secret": CLUSTER_SECRET},
         "apps": apps,
     }
     if fcm_base_url.startswith("http://"):

@@ -3,8 +3,8 @@ against the real series, and every PromQL expression of the dashboard (deploy/gr
 and returns data.
 
 Traffic: notifications delivered, a retry (UNAVAILABLE), an our-fault refusal (THIRD_PARTY_AUTH_ERROR), a dead
-token (UNREGISTERED), an undecodable record (dead letter), an unauthenticated v2 request, an app settings file
-loaded and one refused."""
+token (UNREGISTERED), an undecodable record (dead letter), an unauthenticated v2 request, a subscription refused
+by a quota (too many path keys), an app settings file loaded and one refused."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ DASHBOARD = os.path.join(ROOT, "deploy", "grafana", "push-gateway.json")
 RULES = os.path.join(ROOT, "deploy", "prometheus", "alerts.yaml")
 # Grafana's variables, as the test evaluates them: every namespace, a window covering the whole test.
 VARIABLES = {"$__rate_interval": "3m", "$namespace": ".*"}
+# Metrics the alert rules name before every binary under test exports them: the gateway's contract for the release
+# that adds them (issue 17: state memory and ownership fencing). Each is checked like any other name as soon as the
+# binary exports it (then it must be in the scrape); until then its absence alone is allowed, and the rules that use
+# it must still load and evaluate without error. Remove an entry once the binaries under test all export it.
+PLANNED_METRICS = {
+    "pushgateway_partitions_over_budget",
+    "pushgateway_ownership_fenced_total",
+}
 
 
 class Prometheus:
@@ -141,6 +149,9 @@ def make_traffic(stack, token_factory) -> None:
     # A v2 request without a token: refused by authentication.
     r = stack.gateway.get(f"/datasync/v2/{APP}/subscriptions/someone")
     assert r.status_code in (401, 403), r.text
+    # A path deeper than the app's quota (maxPathKeys, 32 by default): 400, counted as a quota refusal.
+    r = stack.gateway.subscribe(APP, "/deep" * 33, token_factory("deep"), "noData")
+    assert r.status_code == 400, r.text
     # App settings: one file loaded, one refused.
     stack.write_app_settings("opsloaded", {"enabled": True})
     stack.write_app_settings("opsrefused", None, raw="enabled: [not, a, boolean]\n")
@@ -170,8 +181,12 @@ def test_prometheus_scrapes_the_gateway_and_the_dashboard_has_data(scraped, toke
         rules_text = f.read()
     with open(DASHBOARD, encoding="utf-8") as f:
         dashboard_text = f.read()
-    for name in set(re.findall(r"\bpushgateway_[a-z_]+", rules_text + dashboard_text)):
-        assert name in exported, f"{name} is not exported by the gateway"
+    named = set(re.findall(r"\bpushgateway_[a-z_]+", rules_text + dashboard_text))
+    missing = named - exported
+    assert missing <= PLANNED_METRICS, f"{sorted(missing - PLANNED_METRICS)} not exported by the gateway"
+    assert not set(re.findall(r"\bpushgateway_[a-z_]+", dashboard_text)) & missing, "the dashboard's panels need data"
+    assert PLANNED_METRICS <= named, "an entry of PLANNED_METRICS no alert names any more: remove it"
+    print(f"\nplanned metrics not exported yet by this binary: {sorted(missing)}")
 
     # Every dashboard expression parses and returns data (finite values: the windows cover the traffic).
     failures = []

@@ -1,0 +1,16 @@
+import KafkaClient
+import PushCore
+
+/// What a ``PartitionState`` needs from outside to keep its ownership honest (``OwnershipFence``): reading a
+/// range of its log back, being told apart when it is superseded, and rewriting a pending-retry line.
+struct PartitionHooks: Sendable {
+    /// Reads the records of the partition at offsets `from..<to` (blocking; nil when it cannot now).
+    var readRange: @Sendable (_ partition: Int32, _ from: Int64, _ to: Int64) -> [KafkaRecord]? = { _, _, _ in [] }
+    /// Another owner took the partition: this replica stops consuming and serving it.
+    var fenced: @Sendable (_ partition: Int32) -> Void = { _ in }
+    /// A superseded record rewrote this subscription's pending-retry line: write it again as memory has it.
+    var rewriteRetryLine: @Sendable (_ key: RetryKey) -> Void = { _ in }
+    var metrics: GatewayMetrics? = nil
+    /// How long a confirmation of ownership stays current for sending notifications (nanoseconds).
+    var lease: UInt64 = 1_000_000_000
+}

@@ -1,0 +1,222 @@
+import CompactJSON
+import Foundation
+import GatewayAPI
+import KafkaClient
+import PushCore
+import Synchronization
+import XCTest
+
+@testable import Gateway
+
+/// Zombie owners (issue 17): the state topic decides who owns a partition (``OwnershipFence``). Over the in-memory
+/// log, a record another owner writes is exactly what a replica that took the partition over while this one was
+/// frozen would write.
+final class OwnershipFenceTests: XCTestCase {
+    static let app = "chat"
+
+    func harness(log: InMemoryLog? = nil, owning: [Int32] = Array(0..<GatewayHarness.partitions)) async throws -> GatewayHarness {
+        let harness = try GatewayHarness(apps: [Self.app: AppSettings()], log: log)
+        try await harness.start(owning: owning)
+        addTeardownBlock { await harness.stop() }
+        return harness
+    }
+
+    func subscribe(_ harness: GatewayHarness, device: String, path: String = "/x") async throws {
+        try await harness.service.subscribe(
+            V1SubscribeRequest(app: Self.app, path: try DataPath(path), deviceID: device, mode: .noData, authToken: nil))
+    }
+
+    /// Writes what a newer owner writes first: its load marker, tagged with its own tag.
+    func takeOver(_ harness: GatewayHarness, tag: [UInt8] = [9, 9, 9, 9, 9, 9, 9, 9]) {
+        let index = harness.store.partitionIndex(ofApp: Self.app)
+        _ = harness.log.produce(
+            KafkaRecord(
+                topic: GatewayHarness.stateTopic, partition: index, key: OwnerTag.loadMarkerKey, value: [],
+                headers: [KafkaHeader(name: OwnerTag.header, value: tag)]),
+            completion: { _ in })
+    }
+
+    func devices(_ harness: GatewayHarness) -> Set<String> {
+        Set(harness.subscriptions(Self.app).map(\.subscriber.token))
+    }
+
+    func records(_ log: InMemoryLog, partition: Int32) -> [KafkaRecord] { log.records(GatewayHarness.stateTopic, partition: partition) }
+
+    // MARK: Writes
+
+    func testAWriteAfterANewerOwnersMarkerIsRefusedAndNeverApplied() async throws {
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        try await subscribe(a, device: "before")
+        takeOver(a)
+        do {
+            try await subscribe(a, device: "zombie")
+            XCTFail("a write after another owner's marker was acknowledged")
+        } catch let error as APIError {
+            XCTAssertTrue(error.notOwner, "\(error)")
+            XCTAssertEqual(error.status, .serviceUnavailable)
+        }
+        XCTAssertEqual(a.fenced, [index])
+        XCTAssertNil(a.store.ownedPartition(ofApp: Self.app), "nothing of the partition is served any more")
+        XCTAssertEqual(a.metrics.text().contains("pushgateway_ownership_fenced_total 1"), true)
+
+        // The zombie's record is in the log, after the newer owner's marker: whoever loads the partition skips it,
+        // and rewrites its key from memory (here: a tombstone), so that compaction cannot bring it back.
+        let b = try await harness(log: a.log, owning: [index])
+        XCTAssertEqual(devices(b), ["before"])
+        await b.eventually("the superseded key rewritten") {
+            records(b.log, partition: index).last.map { String(decoding: $0.key ?? [], as: UTF8.self).contains("zombie") && $0.value.isEmpty }
+                ?? false
+        }
+        XCTAssertTrue(b.metrics.text().contains("pushgateway_state_records_superseded_total 1"))
+    }
+
+    func testAGapOfTheOwnersOwnRecordsIsCheckedAndClear() async throws {
+        let a = try await harness()
+        try await subscribe(a, device: "one")
+        // A write the broker stored but reported failed (a timeout): its offset is a gap before the next write.
+        a.log.setLosingAcknowledgements(true)
+        do {
+            try await subscribe(a, device: "lost")
+            XCTFail("a failed write was acknowledged")
+        } catch let error as APIError {
+            XCTAssertFalse(error.notOwner)
+        }
+        a.log.setLosingAcknowledgements(false)
+        try await subscribe(a, device: "two")
+        XCTAssertTrue(a.fenced.isEmpty)
+        await a.eventually("the repair of the failed write applied") { devices(a) == ["one", "two"] }
+        XCTAssertNotNil(a.store.ownedPartition(ofApp: Self.app))
+    }
+
+    func testRecordsOfAnEarlierOwnerAfterTheMarkerAreRewritten() async throws {
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        try await subscribe(a, device: "kept")
+        // B takes the partition over while A is "frozen": A's next write lands after B's marker.
+        let b = try await harness(log: a.log, owning: [index])
+        do {
+            try await subscribe(a, device: "zombie")
+            XCTFail("the old owner acknowledged a write after the new owner's marker")
+        } catch let error as APIError {
+            XCTAssertTrue(error.notOwner, "\(error)")
+        }
+        XCTAssertEqual(a.fenced, [index])
+        // B's next write reveals the zombie record in its own gap: B rewrites its key from memory (a tombstone).
+        try await subscribe(b, device: "fresh")
+        let markers = records(b.log, partition: index).filter { $0.key == OwnerTag.loadMarkerKey }
+        XCTAssertEqual(markers.count, 2)
+        let bTag = markers.last?.header(OwnerTag.header)
+        await b.eventually("the zombie key rewritten by the new owner") {
+            records(b.log, partition: index).contains {
+                String(decoding: $0.key ?? [], as: UTF8.self).contains("zombie") && $0.value.isEmpty && $0.header(OwnerTag.header) == bTag
+            }
+        }
+        XCTAssertEqual(devices(b), ["kept", "fresh"])
+        // A third owner loading from the log has what B has.
+        let c = try await harness(log: a.log, owning: [index])
+        XCTAssertEqual(devices(c), ["kept", "fresh"])
+    }
+
+    // MARK: Reads and notifications
+
+    func testAReadWithALapsedLeaseAsksTheLogFirst() async throws {
+        let a = try await harness()
+        try await subscribe(a, device: "one")
+        let partition = try a.partition(ofApp: Self.app)
+        let value = try await partition.read { _ in 1 }
+        XCTAssertEqual(value, 1)
+        takeOver(a)
+        try await Task.sleep(for: .milliseconds(1100))  // the lease (1 s) lapses
+        XCTAssertFalse(partition.ownershipIsCurrent)
+        do {
+            _ = try await partition.read { _ in 1 }
+            XCTFail("a read answered after another owner took the partition")
+        } catch {
+            XCTAssertTrue(error.notOwner)
+        }
+    }
+
+    func testNoNotificationIsSentOnceAnotherOwnerTookThePartition() async throws {
+        let a = try await harness()
+        try await subscribe(a, device: "d")
+        takeOver(a)
+        try await Task.sleep(for: .milliseconds(1100))
+        let event = ChangeEvent(app: Self.app, path: try DataPath("/x"), operation: .set, after: try JSONParser.parse("1"))
+        try a.process(event, offset: 1)
+        await a.eventually("the partition given up") { !a.fenced.isEmpty }
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertTrue(a.sender.sent(to: "d").isEmpty, "a superseded owner sent a notification")
+        XCTAssertTrue(a.finished.isEmpty, "the event's offset must not move: the new owner consumes it again")
+    }
+
+    // MARK: Locks
+
+    /// A rebalance (give up, take over), events and metrics reads, together, many times: nothing waits for ever
+    /// (the lock order of docs/ARCHITECTURE.md).
+    func testRebalanceEventsAndMetricsReadsTogetherNeverDeadlock() async throws {
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        for device in 0..<20 { try await subscribe(a, device: "d\(device)", path: "/p1") }
+        // Sends held: the delivery queue keeps lines, so giving the partition up walks them under its lock.
+        a.sender.hold()
+        defer { a.sender.release() }
+        let stop = Box()
+        let done = DispatchGroup()
+        let iterations = Box()
+        func spin(_ name: String, _ body: @escaping @Sendable () -> Void) {
+            done.enter()
+            let thread = Thread {
+                while stop.value.load(ordering: .relaxed) == 0 { body() }
+                done.leave()
+            }
+            thread.name = name
+            thread.start()
+        }
+        let event = ChangeEvent(app: Self.app, path: try DataPath("/p1"), operation: .set, after: try JSONParser.parse("2"))
+        let profile = try XCTUnwrap(a.profiles.profile(Self.app))
+        for name in ["events", "events-2"] { spin(name) {
+            guard let partition = a.store.ownedPartition(ofApp: Self.app) else { return }
+            let ticket = a.tickets.open(partition: index, offset: 7)
+            _ = partition.process(
+                event, offset: 7, profile: profile, now: Int64(Date().timeIntervalSince1970), eventTime: nil, ticket: ticket,
+                tickets: a.tickets, delivery: a.delivery, payloads: a.payloads)
+            a.tickets.release(ticket)
+        } }
+        spin("metrics") {
+            _ = a.store.counts()
+            _ = a.store.held
+            a.metrics.setPartitions(held: a.store.held, owned: [index], ready: [index])
+            _ = a.delivery.status(app: Self.app, now: 0)
+        }
+        spin("metrics-2") { _ = a.store.held }
+        // Another partition changes hands over and over; each revocation walks the delivery lines.
+        let other = (index + 1) % GatewayHarness.partitions
+        spin("rebalance") {
+            a.giveUp(other)
+            let owned = DispatchSemaphore(value: 0)
+            Task {
+                try? await a.own(other)
+                owned.signal()
+            }
+            _ = owned.wait(timeout: .now() + 10)
+            iterations.value.add(1, ordering: .relaxed)
+        }
+        spin("revocations") { a.delivery.release(partitions: [other]) }
+        let deadline = ContinuousClock.now + .seconds(20)
+        while iterations.value.load(ordering: .relaxed) < 300, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        stop.value.store(1, ordering: .relaxed)
+        let finished = await withCheckedContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(returning: done.wait(timeout: .now() + 15) == .success) }
+        }
+        XCTAssertTrue(finished, "a thread is stuck: a lock-order cycle")
+        XCTAssertGreaterThanOrEqual(iterations.value.load(ordering: .relaxed), 20, "the rebalances made too little progress")
+    }
+}
+
+/// A shared counter or flag for test threads.
+final class Box: Sendable {
+    let value = Atomic<Int>(0)
+}
