@@ -12,7 +12,7 @@
 /// - `maxStateBytes` 256 MiB: the estimated memory of the app's subscriptions and shadows on each replica that
 ///   holds them (``AppIndex/byteCount``). A typical subscription (short path, 160-byte FCM token) costs about
 ///   0.5 KB, so this is about 500,000 of them; one made of a 2 KB path and a 1 KB invented device id costs
-///   about 3.7 KB, so anonymous abuse stops at about 70,000, an eighth of a 2 GiB replica's 1.2 GiB mark:
+///   about 3.7 KB, so anonymous abuse stops at about 70,000: a fifth of a 2 GiB replica's 1.2 GiB mark, so
 ///   one app cannot take a replica's memory from the others. Raise it for bigger apps (and the replica's
 ///   memory with it).
 /// - Anonymous v1 writes (PUT and DELETE without a token) must be admitted by two buckets, one per client
