@@ -99,6 +99,8 @@ let package = Package(
                 "PushCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                // The request context's peer address, the server's request deadline handler.
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayAPI
 import KafkaClient
 import Yams
 
@@ -21,6 +22,18 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         /// Time allowed to an API write to be stored: the producer's `message.timeout.ms` (unless
         /// `kafka.properties` sets it), so a write is confirmed or failed within it, never later.
         public var writeTimeoutMs = 5000
+
+        /// A connection with no request in progress for this long is closed (keep-alive connections from
+        /// clients and from the other replicas included). Longer than the keep-alive of the proxies in front
+        /// (ingress-nginx keeps upstream connections 60 s), so that they, not the gateway, close idle ones.
+        public var idleTimeoutMs = 75_000
+        /// A request (head and body) must be received whole within this from its first byte, else the
+        /// connection gets `408` and is closed: a slow-loris holds a connection for this long at most.
+        public var readTimeoutMs = 10_000
+        /// Proxies (CIDRs, IPv4 and IPv6) whose `X-Forwarded-For` is believed: the client's address is then
+        /// the right-most address of the header that is not itself a trusted proxy. Empty: the connection's
+        /// peer is the client.
+        public var trustedProxies: [String] = []
     }
 
     /// Partition-owned state (docs/ARCHITECTURE.md).
@@ -28,6 +41,18 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         /// Standby copies of each partition kept by other replicas, warm for a takeover. Each costs one more
         /// copy of the partition's memory; 0 (the default) means a takeover reads the partition from the log.
         public var standbyReplicas = 0
+
+        /// The estimated bytes of state one partition may hold (``StateBudget``): creates beyond it are
+        /// refused (429). 0: no budget. A partition is loaded whole by one replica at a takeover, so keep it
+        /// under the replica's mark divided by the partitions a replica holds after losing a peer.
+        public var maxPartitionBytes = 512 * 1024 * 1024
+        /// The replica-wide high-water mark of estimated state bytes (owned and standby partitions): creates
+        /// beyond it are refused (507). Nil: 60 % of the container's memory limit when there is one, else
+        /// none; 0: none.
+        public var maxReplicaBytes: Int?
+
+        /// The mark in force: ``maxReplicaBytes``, or its default from the container's memory limit.
+        public var effectiveMaxReplicaBytes: Int { maxReplicaBytes ?? StateBudget.defaultReplicaMark() }
     }
 
     /// The operators' endpoints (`/admin/apps`): closed unless a token is configured.
@@ -229,6 +254,12 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_MEMBERS_TOPIC"], !value.isEmpty { kafka.membersTopic = value }
         if let value = environment["PUSH_HTTP_ADVERTISED_ADDRESS"], !value.isEmpty { http.advertisedAddress = value }
         if let value = try int("PUSH_STATE_STANDBY_REPLICAS") { state.standbyReplicas = value }
+        if let value = try int("PUSH_STATE_MAX_REPLICA_BYTES") { state.maxReplicaBytes = value }
+        if let value = try int("PUSH_HTTP_IDLE_TIMEOUT_MS") { http.idleTimeoutMs = value }
+        if let value = try int("PUSH_HTTP_READ_TIMEOUT_MS") { http.readTimeoutMs = value }
+        if let value = environment["PUSH_HTTP_TRUSTED_PROXIES"] {
+            http.trustedProxies = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+        }
         if let value = environment["PUSH_ADMIN_TOKEN"], !value.isEmpty { admin.token = value }
         if let value = environment["PUSH_ADMIN_TOKEN_FILE"], !value.isEmpty { admin.tokenFile = value }
         if let value = environment["PUSH_CLUSTER_SECRET"], !value.isEmpty { cluster.secret = value }
@@ -262,6 +293,18 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             throw ConfigurationError("http.ownerWaitMs must be 0 or more and http.forwardTimeoutMs positive")
         }
         guard shutdown.drainSeconds >= 0 else { throw ConfigurationError("shutdown.drainSeconds must be 0 or more") }
+        // At most a day: the server's timers count nanoseconds in 64 bits, and a longer bound protects nothing.
+        for (name, value) in [("http.idleTimeoutMs", http.idleTimeoutMs), ("http.readTimeoutMs", http.readTimeoutMs)] {
+            guard value > 0, value <= 86_400_000 else { throw ConfigurationError("\(name) must be 1...86400000 (ms)") }
+        }
+        guard state.maxPartitionBytes >= 0, (state.maxReplicaBytes ?? 0) >= 0 else {
+            throw ConfigurationError("state.maxPartitionBytes and state.maxReplicaBytes must be 0 (none) or more")
+        }
+        do {
+            _ = try TrustedProxies(http.trustedProxies)
+        } catch {
+            throw ConfigurationError("http.trustedProxies: \(error.message)")
+        }
         if !http.advertisedAddress.isEmpty, MemberAddress.validated(http.advertisedAddress) == nil {
             throw ConfigurationError(
                 "http.advertisedAddress must be an http:// or https:// URL of a host and a port and nothing else, e.g. http://10.0.0.5:8080")
@@ -335,7 +378,10 @@ extension GatewayConfiguration {
 }
 
 extension GatewayConfiguration.HTTP {
-    enum CodingKeys: String, CodingKey { case host, port, advertisedAddress, ownerWaitMs, forwardTimeoutMs, writeTimeoutMs }
+    enum CodingKeys: String, CodingKey {
+        case host, port, advertisedAddress, ownerWaitMs, forwardTimeoutMs, writeTimeoutMs
+        case idleTimeoutMs, readTimeoutMs, trustedProxies
+    }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -345,15 +391,20 @@ extension GatewayConfiguration.HTTP {
         ownerWaitMs = try c.decodeIfPresent(Int.self, forKey: .ownerWaitMs) ?? ownerWaitMs
         forwardTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .forwardTimeoutMs) ?? forwardTimeoutMs
         writeTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .writeTimeoutMs) ?? writeTimeoutMs
+        idleTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .idleTimeoutMs) ?? idleTimeoutMs
+        readTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .readTimeoutMs) ?? readTimeoutMs
+        trustedProxies = try c.decodeIfPresent([String].self, forKey: .trustedProxies) ?? trustedProxies
     }
 }
 
 extension GatewayConfiguration.State {
-    enum CodingKeys: String, CodingKey { case standbyReplicas }
+    enum CodingKeys: String, CodingKey { case standbyReplicas, maxPartitionBytes, maxReplicaBytes }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
         standbyReplicas = try c.decodeIfPresent(Int.self, forKey: .standbyReplicas) ?? standbyReplicas
+        maxPartitionBytes = try c.decodeIfPresent(Int.self, forKey: .maxPartitionBytes) ?? maxPartitionBytes
+        maxReplicaBytes = try c.decodeIfPresent(Int.self, forKey: .maxReplicaBytes) ?? maxReplicaBytes
     }
 }
 

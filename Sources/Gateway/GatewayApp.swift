@@ -107,11 +107,19 @@ public struct GatewayApp {
                 }
             }
         }
+        let budget = StateBudget(
+            maxReplicaBytes: configuration.state.effectiveMaxReplicaBytes, maxPartitionBytes: configuration.state.maxPartitionBytes)
+        logger.info(
+            "state byte budgets",
+            metadata: [
+                "state.maxReplicaBytes": "\(budget.maxReplicaBytes)", "state.maxPartitionBytes": "\(budget.maxPartitionBytes)",
+                "container.memoryLimit": "\(StateBudget.containerMemoryLimit().map(String.init) ?? "none")",
+            ])
         let store = StateStore(
             consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
             verifier: try KafkaConsumer(properties: reader("state-verify"), logger: logger, onEvent: clientEvents("state-verify")),
             sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
-            startupTimeout: .seconds(kafka.startupTimeoutSeconds), logger: logger)
+            startupTimeout: .seconds(kafka.startupTimeoutSeconds), budget: budget, logger: logger)
         let clusterKey = try configuration.cluster.resolvedKey()
         let membership = Membership(
             consumer: try KafkaConsumer(properties: reader("members"), logger: logger, onEvent: clientEvents("members")),
@@ -158,7 +166,7 @@ public struct GatewayApp {
             membership: membership, board: board)
         let router = Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing,
-            admin: admin)
+            admin: admin, trustedProxies: try TrustedProxies(configuration.http.trustedProxies))
         let host = configuration.http.host
         let consoleApps = profiles.names.filter { profiles.profile($0)?.usesConsole ?? false }
         let brokers = kafka.brokers
@@ -167,6 +175,8 @@ public struct GatewayApp {
         let logger = self.logger
         let http = Application(
             router: router,
+            server: GatewayHTTPServer.builder(
+                idleTimeout: .milliseconds(configuration.http.idleTimeoutMs), readTimeout: .milliseconds(configuration.http.readTimeoutMs)),
             configuration: .init(address: .hostname(host, port: configuration.http.port), serverName: "push-gateway"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

@@ -24,6 +24,10 @@ public final class GatewayMetrics: Sendable {
     public let stateLoaded: Gauge
     /// How long the last load (or promotion) of an owned state partition took.
     public let stateLoadDuration: Gauge
+    /// Estimated bytes of state this replica holds (owned and standby partitions), and its high-water mark
+    /// (`state.maxReplicaBytes`, 0: none); set at scrape time.
+    public let stateBytes: Gauge
+    public let stateBytesLimit: Gauge
     private let counters = Mutex<[String: Counter]>([:])
 
     /// `pushgateway_<name>_<unit>`.
@@ -62,6 +66,11 @@ public final class GatewayMetrics: Sendable {
         stateLoadDuration = registry.makeGauge(
             descriptor: Self.name(
                 "state_load_duration", unit: "seconds", help: "How long the last load (or promotion) of an owned state partition took"))
+        stateBytes = registry.makeGauge(
+            descriptor: Self.name("state_bytes", help: "Estimated bytes of state (subscriptions, shadows) this replica holds"))
+        stateBytesLimit = registry.makeGauge(
+            descriptor: Self.name(
+                "state_bytes_limit", help: "The replica's high-water mark of state bytes (state.maxReplicaBytes; 0: none)"))
         // Counters whose label values are known in advance start at 0, so that an alert on `increase()` sees
         // their first increment (a series that appears at 1 has no increase).
         for category in ["undecodable", "invalid"] { _ = counter("dead", Self.deadLetters, [("category", category)]) }
@@ -174,7 +183,8 @@ public final class GatewayMetrics: Sendable {
         name("api_auth_failures", unit: "total", help: "API requests refused by authentication or rules, by reason")
     }
 
-    /// A write refused by a quota: `path_keys`, `user`, `device`, `app`, `anonymous_rate`.
+    /// A write refused by a quota: `path_keys`, `user`, `device`, `app`, `app_bytes`, `partition_bytes`,
+    /// `replica_bytes`, `anonymous_rate`, `client_rate`, `device_rate`, `user_rate`.
     public func quotaRefused(_ quota: String) {
         counter(
             "quota", Self.name("quota_refusals", unit: "total", help: "API writes refused by a per-app quota, by quota"),

@@ -7,6 +7,8 @@ import PushCore
 struct PartitionContents {
     var role: PartitionRole
     var apps: [ExactString: AppData] = [:]
+    /// The partition's estimated bytes (``StateBudget``): every app's index adds into it.
+    var bytes: ByteMeter?
     /// The offset of the last change event matched here: a revocation made now comes after it and before the
     /// next one (the revocation point, logged with every revocation).
     var lastEventOffset: Int64 = -1
@@ -62,7 +64,7 @@ struct PartitionContents {
     mutating func app(_ name: String) -> AppData {
         let key = ExactString(name)
         if let app = apps[key] { return app }
-        let app = AppData(name: name)
+        let app = AppData(name: name, partition: bytes)
         apps[key] = app
         return app
     }

@@ -37,17 +37,25 @@ final class PartitionState: Sendable {
     /// 0 while superseded or while a gap is being read back.
     private let confirmation = Atomic<UInt64>(.max)
     private let hooks: PartitionHooks
+    /// The partition's estimated bytes of state (``StateBudget``).
+    let bytes: ByteMeter?
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
     private static let failureLog = LogLimiter()
     /// Gaps are read back here, off the lock and off the cooperative pool (blocking reads).
     private static let gapReads = DispatchQueue(label: "state-gap-reads", attributes: .concurrent)
 
-    init(partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, hooks: PartitionHooks = PartitionHooks(), logger: Logger) {
+    init(
+        partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, hooks: PartitionHooks = PartitionHooks(), logger: Logger,
+        bytes: ByteMeter? = nil
+    ) {
         self.partition = partition
         self.topic = topic
         self.sink = sink
-        self.contents = Mutex(PartitionContents(role: role))
+        self.bytes = bytes
+        var contents = PartitionContents(role: role)
+        contents.bytes = bytes
+        self.contents = Mutex(contents)
         self.roleCode = Atomic(role.code)
         self.hooks = hooks
         self.logger = logger

@@ -14,6 +14,8 @@ struct Probe: OperationsProbe {
             metrics.subscriptions.set(Double(counts.owned))
             metrics.standbySubscriptions.set(Double(counts.standby))
             metrics.shadows.set(Double(counts.shadowsKept))
+            metrics.stateBytes.set(Double(store.budget.replica.bytes))
+            metrics.stateBytesLimit.set(Double(store.budget.maxReplicaBytes))
             let (owned, ready) = health.partitions
             metrics.setPartitions(held: store.held, owned: owned, ready: ready)
             metrics.recordProbe(ready: health.notReadyReason == nil, stateLoaded: owned.isSubset(of: ready))

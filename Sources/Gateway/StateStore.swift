@@ -26,6 +26,8 @@ final class StateStore: Service, Sendable {
     private let partitioner: KeyPartitioner
     private let metrics: GatewayMetrics
     private let health: KafkaHealth?
+    /// The byte budgets; every partition's meter adds into its replica-wide total.
+    let budget: StateBudget
     /// Milliseconds allowed to read the topic's metadata at start-up.
     private let startupTimeout: Int32
     private let logger: Logger
@@ -70,11 +72,13 @@ final class StateStore: Service, Sendable {
 
     init(
         consumer: any LogReader, verifier: (any LogReader)? = nil, sink: any RecordSink, topic: String, partitioner: KeyPartitioner,
-        metrics: GatewayMetrics, health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), logger: Logger
+        metrics: GatewayMetrics, health: KafkaHealth? = nil, startupTimeout: Duration = .seconds(30), budget: StateBudget = StateBudget(),
+        logger: Logger
     ) {
         _ = StallWatch.shared
         self.verifier = verifier
         self.health = health
+        self.budget = budget
         self.startupTimeout = Int32(clamping: startupTimeout.components.seconds * 1000)
         self.consumer = consumer
         self.sink = sink
@@ -95,7 +99,8 @@ final class StateStore: Service, Sendable {
             fenced: { [self] partition in listeners.withLock { $0.fenced }(partition) },
             rewriteRetryLine: { [self] key in listeners.withLock { $0.rewriteRetryLine }(key) },
             metrics: metrics)
-        return PartitionState(partition: index, topic: topic, role: role, sink: sink, hooks: hooks, logger: logger)
+        return PartitionState(
+            partition: index, topic: topic, role: role, sink: sink, hooks: hooks, logger: logger, bytes: budget.partitionMeter())
     }
 
     /// The records of state partition `partition` at offsets `from..<to`, read by the verifier (blocking, at most

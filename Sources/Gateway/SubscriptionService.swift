@@ -96,13 +96,34 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         }
     }
 
-    /// 429 with `Retry-After` when the app's anonymous write rate is exhausted.
-    func admitAnonymous(app: AppData, profile: AppProfile) throws(APIError) {
+    /// Spends the write's tokens (``AppData/admitWrite(_:quotas:now:)``), the last check of a write: 429 with
+    /// `Retry-After` when a bucket is empty (nothing is spent then).
+    func admit(_ cost: AppData.WriteCost, app: AppData, profile: AppProfile) throws(APIError) {
         let now = Double(DispatchTime.now().uptimeNanoseconds) / 1e9
-        if case .refused(let wait) = app.admitAnonymousWrite(quotas: profile.settings.quotas, now: now) {
-            metrics.quotaRefused("anonymous_rate")
-            let seconds = wait.isFinite ? Int(min(wait.rounded(.up), 3600)) : 3600
-            throw .quotaExceeded("too many anonymous writes for this application; retry later", retryAfterSeconds: seconds)
+        guard let (quota, wait) = app.admitWrite(cost, quotas: profile.settings.quotas, now: now) else { return }
+        metrics.quotaRefused(quota)
+        let seconds = wait.isFinite ? Int(min(max(wait, 1).rounded(.up), 3600)) : 3600
+        let whose =
+            switch quota {
+            case "client_rate": "from this client address"
+            case "device_rate": "for this device"
+            case "user_rate": "by this user"
+            default: "for this application"
+            }
+        throw .quotaExceeded("too many writes \(whose); retry after \(seconds) s", retryAfterSeconds: seconds)
+    }
+
+    /// Reserves the bytes a create adds against the app's, the partition's and the replica's budgets (the
+    /// caller releases them once the write is over): 429 `quota_exceeded` (app, partition), 507
+    /// `insufficient_storage` (the replica's mark).
+    func reserveBytes(app: AppData, profile: AppProfile, _ subscription: Subscription) throws(APIError) -> StateBudget.Reservation? {
+        guard let meter = app.index.meter else { return nil }
+        let bytes = app.index.bytesToSubscribe(path: subscription.path, subscriber: subscription.subscriber, settings: subscription.settings)
+        switch store.budget.reserve(bytes, app: meter, appLimit: profile.settings.quotas.maxStateBytes) {
+        case .success(let reservation): return reservation
+        case .failure(let refusal):
+            metrics.quotaRefused(refusal.quota)
+            throw refusal.error
         }
     }
 
@@ -146,16 +167,23 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let subscriber = SubscriberKey(kind: .mobile, token: request.deviceID)
         let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
         let expiresAt = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
+        var reservation: StateBudget.Reservation?
+        defer { reservation?.release() }
         let needsSnapshot = try await partition.write(identity: identity) { (contents) throws(APIError) in
             let app = contents.app(request.app)
-            if token == nil { try admitAnonymous(app: app, profile: profile) }
             let existing = app.index.subscription(path: request.path, subscriber: subscriber)
             try checkOwner(of: existing, token: token)
             try checkAccess(app: app, profile: profile, path: request.path, mode: request.mode, token: token)
-            if existing == nil { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token?.uid) }
             let settings = SubscriptionSettings(mode: request.mode, format: .v1, expiresAt: expiresAt, authUID: token?.uid)
-            let record = SubscriptionRecord(
-                app: request.app, subscription: Subscription(path: request.path, subscriber: subscriber, settings: settings))
+            let subscription = Subscription(path: request.path, subscriber: subscriber, settings: settings)
+            if existing == nil {
+                try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token?.uid)
+                reservation = try reserveBytes(app: app, profile: profile, subscription)
+            }
+            try admit(
+                token.map { .user(uid: $0.uid) } ?? .anonymous(client: request.clientAddress, device: subscriber.device), app: app,
+                profile: profile)
+            let record = SubscriptionRecord(app: request.app, subscription: subscription)
             return ([.subscription(record)], request.mode.needsData && app.index.shadow(at: request.path) == nil)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: request.app, path: request.path) }
@@ -169,9 +197,19 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let identity = RetryKey(app: request.app, path: request.path, subscriber: subscriber)
         try await partition.write(identity: identity) { (contents) throws(APIError) in
             let app = contents.app(request.app)
-            if token == nil { try admitAnonymous(app: app, profile: profile) }
             let existing = app.index.subscription(path: request.path, subscriber: subscriber)
             try checkOwner(of: existing, token: token)
+            // A DELETE of nothing writes nothing (204 all the same), but is not free to repeat: it spends from
+            // the client's bucket (or the user's).
+            let nothing = existing == nil
+            let cost: AppData.WriteCost
+            if let token {
+                cost = .user(uid: token.uid)
+            } else {
+                cost = nothing ? .anonymousNothing(client: request.clientAddress) : .anonymous(client: request.clientAddress, device: subscriber.device)
+            }
+            try admit(cost, app: app, profile: profile)
+            if nothing { return ([], ()) }
             return ([.subscription(.deletion(app: request.app, path: request.path, subscriber: subscriber))], ())
         }
     }
@@ -192,6 +230,8 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let subscriber = SubscriberKey(kind: request.kind, token: request.context, uid: uid)
         let identity = RetryKey(app: name, path: request.path, subscriber: subscriber)
         let now = self.now
+        var reservation: StateBudget.Reservation?
+        defer { reservation?.release() }
         let (outcome, needsSnapshot) = try await partition.write(identity: identity) {
             (contents) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) in
             let app = contents.app(name)
@@ -206,7 +246,8 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             }
             return try store(
                 app: app, profile: profile, token: token, path: request.path, subscriber: subscriber, mode: request.mode,
-                format: request.format, expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now)
+                format: request.format, expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now,
+                reservation: &reservation)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: name, path: request.path) }
         return outcome
@@ -237,6 +278,8 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         }
         let identity = RetryKey(app: name, path: path, subscriber: subscriber)
         let now = self.now
+        var reservation: StateBudget.Reservation?
+        defer { reservation?.release() }
         let (outcome, needsSnapshot) = try await partition.write(identity: identity) {
             (contents) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) in
             let app = contents.app(name)
@@ -249,7 +292,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             return try store(
                 app: app, profile: profile, token: token, path: path, subscriber: subscriber,
                 mode: request.mode ?? existing?.mode ?? .noData, format: request.format ?? existing?.format ?? .v2,
-                expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now)
+                expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now, reservation: &reservation)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: name, path: path) }
         return outcome
@@ -309,16 +352,20 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     /// the app's lifetime), returns the record to write and what to answer.
     private func store(
         app: AppData, profile: AppProfile, token: VerifiedToken, path: DataPath, subscriber: SubscriberKey,
-        mode: SubscriptionMode, format: NotificationFormat, expiration: Int64?, existed: Bool, now: Int64
+        mode: SubscriptionMode, format: NotificationFormat, expiration: Int64?, existed: Bool, now: Int64,
+        reservation: inout StateBudget.Reservation?
     ) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) {
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
         let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }
-        if !existed { try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token.uid) }
         let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid)
         let subscription = Subscription(path: path, subscriber: subscriber, settings: settings)
+        if !existed {
+            try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token.uid)
+            reservation = try reserveBytes(app: app, profile: profile, subscription)
+        }
         let document = document(app: app.name, subscription)
         let needsSnapshot = mode.needsData && app.index.shadow(at: path) == nil
         return ([.subscription(SubscriptionRecord(app: app.name, subscription: subscription))], (existed ? .updated(document) : .created(document), needsSnapshot))

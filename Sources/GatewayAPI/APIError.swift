@@ -43,5 +43,11 @@ public struct APIError: Error, Sendable, Equatable {
     public static func quotaExceeded(_ message: String, retryAfterSeconds: Int? = nil) -> APIError {
         APIError(.tooManyRequests, "quota_exceeded", message, retryAfterSeconds: retryAfterSeconds)
     }
+    /// 507 `insufficient_storage`: the replica holds its high-water mark of state (`state.maxReplicaBytes`).
+    public static func insufficientStorage(_ message: String, retryAfterSeconds: Int? = nil) -> APIError {
+        APIError(
+            HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage"), "insufficient_storage", message,
+            retryAfterSeconds: retryAfterSeconds)
+    }
     public static func internalError(_ message: String) -> APIError { APIError(.internalServerError, "internal", message) }
 }

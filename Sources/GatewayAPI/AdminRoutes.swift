@@ -4,7 +4,7 @@ import PushCore
 
 /// `GET /admin/apps` and `GET /admin/apps/{app}` (``AdminAPI``).
 enum AdminRoutes {
-    static func add(to router: Router<BasicRequestContext>, api: some AdminAPI) {
+    static func add(to router: Router<GatewayRequestContext>, api: some AdminAPI) {
         router.get("/admin/apps") { request, _ in
             await respond {
                 () async throws(APIError) -> Response in

@@ -26,7 +26,7 @@ public enum OpenAPIDocument {
     },
     {
       "name": "admin",
-      "description": "Per-app status for operators (SPEC §8), behind the admin token."
+      "description": "Per-app status for operators (SPEC \u00a78), behind the admin token."
     }
   ],
   "paths": {
@@ -82,6 +82,12 @@ public enum OpenAPIDocument {
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
+          },
+          "507": {
+            "$ref": "#/components/responses/InsufficientStorage"
           }
         }
       },
@@ -91,7 +97,7 @@ public enum OpenAPIDocument {
         ],
         "operationId": "unsubscribe",
         "summary": "Unsubscribe a device from the root path",
-        "description": "Removes the subscription of the device `id` at the root node `/`. Removing a subscription that does not exist is not an error (204).",
+        "description": "Removes the subscription of the device `id` at the root node `/`. Removing a subscription that does not exist is not an error (204); nothing is written then, but the call counts against the client's write rate.",
         "parameters": [
           {
             "$ref": "#/components/parameters/DeviceId"
@@ -118,6 +124,9 @@ public enum OpenAPIDocument {
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
           }
         }
       }
@@ -178,6 +187,12 @@ public enum OpenAPIDocument {
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
+          },
+          "507": {
+            "$ref": "#/components/responses/InsufficientStorage"
           }
         }
       },
@@ -187,7 +202,7 @@ public enum OpenAPIDocument {
         ],
         "operationId": "unsubscribeAtPath",
         "summary": "Unsubscribe a device from a data path",
-        "description": "Removes the subscription of the device `id` at the node at `{path}`. Removing a subscription that does not exist is not an error (204).",
+        "description": "Removes the subscription of the device `id` at the node at `{path}`. Removing a subscription that does not exist is not an error (204); nothing is written then, but the call counts against the client's write rate.",
         "parameters": [
           {
             "$ref": "#/components/parameters/DeviceId"
@@ -214,6 +229,9 @@ public enum OpenAPIDocument {
           },
           "503": {
             "$ref": "#/components/responses/Unavailable"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
           }
         }
       }
@@ -395,6 +413,12 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/V2NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
+          },
+          "507": {
+            "$ref": "#/components/responses/InsufficientStorage"
           }
         }
       },
@@ -638,6 +662,12 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/V2NotFound"
+          },
+          "429": {
+            "$ref": "#/components/responses/TooManyRequests"
+          },
+          "507": {
+            "$ref": "#/components/responses/InsufficientStorage"
           }
         }
       },
@@ -1648,6 +1678,82 @@ public enum OpenAPIDocument {
             "example": {
               "status": "unavailable",
               "message": "the subscription could not be stored; retry later"
+            }
+          }
+        }
+      },
+      "TooManyRequests": {
+        "description": "`quota_exceeded`: a quota of the app refuses the write. Counts: subscriptions per device, per user, per app; bytes: the app's state (`quotas.maxStateBytes`) or its state partition's (`state.maxPartitionBytes`) would pass their budget; rates (with `Retry-After`): anonymous v1 writes per client address, per device id and per app, v1 writes with a token per uid. Refused calls spend no rate tokens; deletes never pass a count or byte budget.",
+        "headers": {
+          "Retry-After": {
+            "description": "Seconds after which a write refused by a rate is admitted again (rates only).",
+            "schema": {
+              "type": "integer",
+              "minimum": 1
+            }
+          }
+        },
+        "content": {
+          "application/json": {
+            "schema": {
+              "allOf": [
+                {
+                  "$ref": "#/components/schemas/Error"
+                },
+                {
+                  "type": "object",
+                  "properties": {
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "quota_exceeded"
+                      ]
+                    }
+                  }
+                }
+              ]
+            },
+            "example": {
+              "status": "quota_exceeded",
+              "message": "too many writes from this client address; retry after 1 s"
+            }
+          }
+        }
+      },
+      "InsufficientStorage": {
+        "description": "`insufficient_storage`: the replica that owns the app holds its high-water mark of state (`state.maxReplicaBytes`, by default 60 % of its memory limit); creates are refused until state shrinks or the operator adds replicas or memory. Deletes and refreshes still pass.",
+        "headers": {
+          "Retry-After": {
+            "description": "Seconds before trying again.",
+            "schema": {
+              "type": "integer",
+              "minimum": 1
+            }
+          }
+        },
+        "content": {
+          "application/json": {
+            "schema": {
+              "allOf": [
+                {
+                  "$ref": "#/components/schemas/Error"
+                },
+                {
+                  "type": "object",
+                  "properties": {
+                    "status": {
+                      "type": "string",
+                      "enum": [
+                        "insufficient_storage"
+                      ]
+                    }
+                  }
+                }
+              ]
+            },
+            "example": {
+              "status": "insufficient_storage",
+              "message": "this replica holds its high-water mark of 1288490188 bytes of state (state.maxReplicaBytes); retry later: the operator must add replicas or memory, or lower the apps' quotas.maxStateBytes"
             }
           }
         }

@@ -6,15 +6,23 @@ import PushCore
 /// The HTTP routes: v1 wake-up API, operations endpoints, the OpenAPI document.
 public enum Routes {
     /// With `routing`, subscription calls for apps whose partition another replica owns are forwarded there.
+    /// `trustedProxies`: whose `X-Forwarded-For` names the client (``ClientAddress``).
     public static func router(
         subscriptions: some SubscriptionAPI, v2: some V2SubscriptionAPI, probe: some OperationsProbe,
-        routing: (any RequestRouting)? = nil, admin: (any AdminAPI)? = nil
-    ) -> Router<BasicRequestContext> {
-        let router = Router()
+        routing: (any RequestRouting)? = nil, admin: (any AdminAPI)? = nil, trustedProxies: TrustedProxies = .none
+    ) -> Router<GatewayRequestContext> {
+        let router = Router(context: GatewayRequestContext.self)
         router.add(middleware: UnmatchedRouteMiddleware())
         if let routing {
-            router.add(middleware: OwnerRoutingMiddleware(routing: routing, admin: admin, clientAddress: { _, _ in "unknown" }))
+            // A forwarded call carries the original client's address (resolved here, on the replica it reached).
+            router.add(
+                middleware: OwnerRoutingMiddleware(
+                    routing: routing, admin: admin,
+                    clientAddress: { request, context in
+                        ClientAddress.resolve(peer: context.remoteAddress?.ipAddress, headers: request.headers, trusted: trustedProxies)
+                    }))
         }
+        router.add(middleware: ClientAddressMiddleware(trusted: trustedProxies))
         // Operations endpoints answer GET and HEAD (HEAD: same status and headers, no body).
         func getAndHead(_ path: String, _ handler: @escaping @Sendable () -> Response) {
             router.get(RouterPath(path)) { _, _ in handler() }
@@ -38,7 +46,7 @@ public enum Routes {
         }
         getAndHead("/openapi.json") { jsonResponse(.ok, OpenAPIDocument.json) }
 
-        @Sendable func wakeup(_ request: Request, _ context: BasicRequestContext) async -> Response {
+        @Sendable func wakeup(_ request: Request, _ context: GatewayRequestContext) async -> Response {
             do throws(APIError) {
                 let target = try WakeupTarget(uriPath: request.uri.path)
                 let query = request.uri.queryParameters
@@ -47,9 +55,10 @@ public enum Routes {
                 }
                 try validateDeviceID(deviceID)
                 let token = query["token"].map(String.init).flatMap { $0.isEmpty ? nil : $0 }
+                let client = request.headers[ClientAddress.header] ?? "unknown"
                 if request.method == .delete {
                     try await subscriptions.unsubscribe(
-                        V1UnsubscribeRequest(app: target.app, path: target.path, deviceID: deviceID, authToken: token))
+                        V1UnsubscribeRequest(app: target.app, path: target.path, deviceID: deviceID, authToken: token, clientAddress: client))
                 } else {
                     let modeText = query["mode"].map(String.init) ?? ""
                     let mode: SubscriptionMode
@@ -61,7 +70,8 @@ public enum Routes {
                         throw .badRequest("unknown mode '\(modeText.prefix(64))': use noData, value or childEvent")
                     }
                     try await subscriptions.subscribe(
-                        V1SubscribeRequest(app: target.app, path: target.path, deviceID: deviceID, mode: mode, authToken: token))
+                        V1SubscribeRequest(
+                            app: target.app, path: target.path, deviceID: deviceID, mode: mode, authToken: token, clientAddress: client))
                 }
                 return Response(status: .noContent)
             } catch {

@@ -7,13 +7,18 @@ public struct V1SubscribeRequest: Sendable, Equatable {
     public var deviceID: String
     public var mode: SubscriptionMode
     public var authToken: String?
+    /// The client's address (``ClientAddress``): anonymous writes are rate-limited per client.
+    public var clientAddress: String
 
-    public init(app: String, path: DataPath, deviceID: String, mode: SubscriptionMode, authToken: String?) {
+    public init(
+        app: String, path: DataPath, deviceID: String, mode: SubscriptionMode, authToken: String?, clientAddress: String = ""
+    ) {
         self.app = app
         self.path = path
         self.deviceID = deviceID
         self.mode = mode
         self.authToken = authToken
+        self.clientAddress = clientAddress
     }
 }
 
@@ -23,12 +28,15 @@ public struct V1UnsubscribeRequest: Sendable, Equatable {
     public var path: DataPath
     public var deviceID: String
     public var authToken: String?
+    /// The client's address (``ClientAddress``).
+    public var clientAddress: String
 
-    public init(app: String, path: DataPath, deviceID: String, authToken: String?) {
+    public init(app: String, path: DataPath, deviceID: String, authToken: String?, clientAddress: String = "") {
         self.app = app
         self.path = path
         self.deviceID = deviceID
         self.authToken = authToken
+        self.clientAddress = clientAddress
     }
 }
 

@@ -7,7 +7,7 @@ enum V2Routes {
     /// Request bodies larger than this are refused (a subscription is a few hundred bytes).
     static let maximumBodyBytes = 16 * 1024
 
-    static func add(to router: Router<BasicRequestContext>, api: some V2SubscriptionAPI) {
+    static func add(to router: Router<GatewayRequestContext>, api: some V2SubscriptionAPI) {
         let collection = "/datasync/v2/:app/subscriptions/:uid"
         let item = "/datasync/v2/:app/subscriptions/:uid/:id"
 

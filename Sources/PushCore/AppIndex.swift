@@ -25,19 +25,36 @@ public final class AppIndex {
 
         var subscriberCount: Int { payload?.subscribers.count ?? 0 }
         var dataSubscriberCount: Int32 { payload?.dataSubscriberCount ?? 0 }
-        var shadow: JSONValue? {
-            get { payload?.shadow }
-            set { payload?.shadow = newValue }
-        }
+        /// Set through ``AppIndex/setShadow(_:of:)``, which keeps the byte count.
+        var shadow: JSONValue? { payload?.shadow }
     }
 
     final class Payload {
         var subscribers = CompactMap<SubscriberKey, SubscriptionSettings>()
         /// Subscribers here that need data (`value`, `childEvent`).
         var dataSubscriberCount: Int32 = 0
+        /// The estimated heap bytes of `shadow` (``HeapCost/json(_:)``), kept so that replacing it is O(1).
+        var shadowBytes: Int32 = 0
         /// The data at this node when known; nil until seeded. Kept only while `dataSubscriberCount > 0`.
         var shadow: JSONValue?
     }
+
+    // The stored properties of Node and Payload, laid out as the classes lay them out after their header:
+    // their heap cost follows the fields (``HeapCost/object(fields:)``).
+    private struct NodeFields {
+        var children: CompactMap<ExactString, Node>
+        var payload: Payload?
+        var subtreeCount: Int32
+        var earliestExpiry: Int64
+    }
+    private struct PayloadFields {
+        var subscribers: CompactMap<SubscriberKey, SubscriptionSettings>
+        var dataSubscriberCount: Int32
+        var shadowBytes: Int32
+        var shadow: JSONValue?
+    }
+    static let nodeBytes = HeapCost.object(fields: MemoryLayout<NodeFields>.size)
+    static let payloadBytes = HeapCost.object(fields: MemoryLayout<PayloadFields>.size)
 
     /// A v2 subscription's place in the trie, for the per-user index.
     struct UserEntry: Hashable {
@@ -56,6 +73,12 @@ public final class AppIndex {
     public let app: String
     let root = Node()
     public private(set) var subscriptionCount = 0
+    /// Where changes of ``byteCount`` are added (the app's meter, which adds into its partition's and the
+    /// replica's). Nil: not metered.
+    public let meter: ByteMeter?
+    /// Estimated heap bytes of the trie, payloads, strings and shadows (the top-level maps are added in
+    /// ``byteCount``).
+    private var storedBytes = 0
     /// The subscriptions of each v2 user (subscribers with a uid), in list order, for the v2 API's list/get.
     private var byUser: [ExactString: [UserEntry]] = [:]
     /// Subscriptions per owning uid (the auth token's uid; v2: the subscriber's uid), for the per-uid quota.
@@ -65,7 +88,135 @@ public final class AppIndex {
     /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
     public internal(set) var changedShadows: [(path: DataPath, value: JSONValue)] = []
 
-    public init(app: String) { self.app = app }
+    public init(app: String, meter: ByteMeter? = nil) {
+        self.app = app
+        self.meter = meter
+        storedBytes = Self.baseBytes
+        meter?.add(byteCount)
+    }
+
+    deinit { meter?.add(-byteCount) }
+
+    // MARK: Bytes
+
+    /// The index object and its root node.
+    static let baseBytes = HeapCost.object(fields: 128) + nodeBytes
+
+    /// An estimate of the heap bytes this app's index holds, never below the truth for the structures it
+    /// counts: each trie node (object, key string, its share of its parent's child map), each payload and
+    /// subscriber entry, each device's token and each user's uid (stored once: subscriptions of one device or
+    /// user share the string, see ``subscribe(path:subscriber:settings:)``), the per-device, per-user and
+    /// per-owner indexes, and each shadow's JSON. O(1): maintained on every change.
+    ///
+    /// Calibrated with `Benchmarks/Sources/SubscriptionMemory` (docs/ARCHITECTURE.md, "Identities, quotas,
+    /// abuse").
+    public var byteCount: Int {
+        storedBytes
+            + HeapCost.dictionary(
+                capacity: perDevice.capacity, keyStride: MemoryLayout<DeviceKey>.stride, valueStride: MemoryLayout<Int32>.stride)
+            + HeapCost.dictionary(
+                capacity: perOwner.capacity, keyStride: MemoryLayout<ExactString>.stride, valueStride: MemoryLayout<Int32>.stride)
+            + HeapCost.dictionary(
+                capacity: byUser.capacity, keyStride: MemoryLayout<ExactString>.stride,
+                valueStride: MemoryLayout<[UserEntry]>.stride)
+    }
+
+    /// Reports the change of ``byteCount`` since `before` to the meter.
+    func report(since before: Int) {
+        meter?.add(byteCount - before)
+    }
+
+    private static func entryBytes(_ entries: [UserEntry]) -> Int {
+        HeapCost.array(capacity: entries.capacity, stride: MemoryLayout<UserEntry>.stride)
+    }
+
+    private static func pathBytes(_ path: DataPath) -> Int {
+        HeapCost.array(capacity: path.segments.capacity, stride: MemoryLayout<ExactString>.stride)
+    }
+
+    /// The bytes that subscribing `subscriber` at `path` would add (0 for a refresh): what a create reserves
+    /// against the byte budgets before it is written. O(path length).
+    public func bytesToSubscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> Int {
+        var total = 0
+        var node: Node? = root
+        var parent = root
+        for key in path.segments {
+            if let current = node, let next = current.children[key] {
+                node = next
+                parent = next
+                continue
+            }
+            if node != nil { total += parent.children.growthForNewKey }
+            node = nil
+            total += Self.nodeBytes + HeapCost.string(key.string)
+        }
+        if let node, let payload = node.payload {
+            if payload.subscribers[subscriber] != nil { return 0 }
+            total += payload.subscribers.growthForNewKey
+        } else {
+            total += Self.payloadBytes
+        }
+        if perDevice[subscriber.device] == nil {
+            total += HeapCost.string(subscriber.token)
+                + HeapCost.dictionaryGrowth(
+                    count: perDevice.count, capacity: perDevice.capacity, keyStride: MemoryLayout<DeviceKey>.stride,
+                    valueStride: MemoryLayout<Int32>.stride)
+        }
+        if let owner = settings.owner, perOwner[owner] == nil {
+            total += HeapCost.string(owner.string)
+                + HeapCost.dictionaryGrowth(
+                    count: perOwner.count, capacity: perOwner.capacity, keyStride: MemoryLayout<ExactString>.stride,
+                    valueStride: MemoryLayout<Int32>.stride)
+        }
+        if let uid = subscriber.uid {
+            total += HeapCost.array(capacity: path.segments.count, stride: MemoryLayout<ExactString>.stride)
+            if let entries = byUser[ExactString(uid)] {
+                if entries.count + 1 > entries.capacity {
+                    total += HeapCost.array(capacity: max(entries.count + 1, entries.capacity * 2), stride: MemoryLayout<UserEntry>.stride)
+                        - Self.entryBytes(entries)
+                }
+            } else {
+                total += HeapCost.string(uid) + HeapCost.array(capacity: 1, stride: MemoryLayout<UserEntry>.stride)
+                    + HeapCost.dictionaryGrowth(
+                        count: byUser.count, capacity: byUser.capacity, keyStride: MemoryLayout<ExactString>.stride,
+                        valueStride: MemoryLayout<[UserEntry]>.stride)
+            }
+        }
+        return total
+    }
+
+    /// Sets a node's shadow, keeping ``byteCount``.
+    func setShadow(_ value: JSONValue?, of payload: Payload) {
+        storedBytes -= Int(payload.shadowBytes)
+        payload.shadow = value
+        let bytes = value.map(HeapCost.json) ?? 0
+        payload.shadowBytes = Int32(clamping: bytes)
+        storedBytes += Int(payload.shadowBytes)
+    }
+
+    /// The stored copy of a device's token, of a uid: every subscription of one device (one user) shares one
+    /// string, so each is held, and counted, once.
+    private func canonical(_ subscriber: SubscriberKey, _ settings: SubscriptionSettings) -> (SubscriberKey, SubscriptionSettings) {
+        var subscriber = subscriber
+        var settings = settings
+        if let index = perDevice.index(forKey: subscriber.device) { subscriber.token = perDevice[index].key.token.string }
+        func stored(_ uid: String) -> String? {
+            if let index = perOwner.index(forKey: ExactString(uid)) { return perOwner[index].key.string }
+            if let index = byUser.index(forKey: ExactString(uid)) { return byUser[index].key.string }
+            return nil
+        }
+        if let uid = subscriber.uid {
+            subscriber.uid = stored(uid) ?? uid
+        }
+        if let owner = settings.authUID {
+            if let uid = subscriber.uid, uid.bytesEqual(owner) {
+                settings.authUID = uid
+            } else {
+                settings.authUID = stored(owner) ?? owner
+            }
+        }
+        return (subscriber, settings)
+    }
 
     // MARK: Subscriptions
 
@@ -77,26 +228,44 @@ public final class AppIndex {
     /// Adds or refreshes a subscription.
     @discardableResult
     public func subscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> SubscribeOutcome {
+        let before = byteCount
+        defer { report(since: before) }
+        let (subscriber, settings) = canonical(subscriber, settings)
         var chain: [Node] = [root]
         chain.reserveCapacity(path.segments.count + 1)
+        // The path as the trie stores its keys (the per-user index shares those strings).
+        var keys: [ExactString] = []
+        if subscriber.uid != nil { keys.reserveCapacity(path.segments.count) }
         var node = root
         for key in path.segments {
-            if let next = node.children[key] {
+            if let (stored, next) = node.children.entry(forKey: key) {
                 node = next
+                if subscriber.uid != nil { keys.append(stored) }
             } else {
                 let next = Node()
+                let grown = node.children.heapBytes
                 node.children.updateValue(next, forKey: key)
+                storedBytes += node.children.heapBytes - grown + Self.nodeBytes + HeapCost.string(key.string)
                 node = next
+                if subscriber.uid != nil { keys.append(key) }
             }
             chain.append(node)
         }
         for member in chain where settings.expiresAt < member.earliestExpiry { member.earliestExpiry = settings.expiresAt }
-        let payload = node.payload ?? Payload()
-        node.payload = payload
+        let payload: Payload
+        if let existing = node.payload {
+            payload = existing
+        } else {
+            payload = Payload()
+            node.payload = payload
+            storedBytes += Self.payloadBytes
+        }
+        let grown = payload.subscribers.heapBytes
         let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
+        storedBytes += payload.subscribers.heapBytes - grown
         if let previous, previous.mode.needsData { payload.dataSubscriberCount -= 1 }
         if settings.mode.needsData { payload.dataSubscriberCount += 1 }
-        if payload.dataSubscriberCount == 0 { payload.shadow = nil }
+        if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }
         if let previous {
             if previous.owner != settings.owner {
                 count(owner: previous.owner, by: -1)
@@ -107,13 +276,23 @@ public final class AppIndex {
         for member in chain { member.subtreeCount += 1 }
         subscriptionCount += 1
         count(owner: settings.owner, by: 1)
-        perDevice[subscriber.device, default: 0] += 1
+        let device = subscriber.device
+        if let devices = perDevice[device] {
+            perDevice[device] = devices + 1
+        } else {
+            perDevice[device] = 1
+            storedBytes += HeapCost.string(subscriber.token)
+        }
         if let uid = subscriber.uid {
-            let entry = UserEntry(path: path, subscriber: subscriber)
-            var entries = byUser.removeValue(forKey: ExactString(uid)) ?? []
+            let entry = UserEntry(path: DataPath(validatedSegments: keys), subscriber: subscriber)
+            let key = ExactString(uid)
+            var entries = byUser.removeValue(forKey: key) ?? []
+            if entries.isEmpty { storedBytes += HeapCost.string(uid) }
+            let grownEntries = Self.entryBytes(entries)
             let position = entries.partitioningIndex { !$0.precedes(entry) }
             entries.insert(entry, at: position)
-            byUser[ExactString(uid)] = entries
+            storedBytes += Self.entryBytes(entries) - grownEntries + Self.pathBytes(entry.path)
+            byUser[key] = entries
         }
         return .created
     }
@@ -121,6 +300,8 @@ public final class AppIndex {
     /// Removes a subscription; returns its settings when it existed.
     @discardableResult
     public func unsubscribe(path: DataPath, subscriber: SubscriberKey) -> SubscriptionSettings? {
+        let before = byteCount
+        defer { report(since: before) }
         var chain: [(Node, ExactString)] = []
         chain.reserveCapacity(path.segments.count)
         var node = root
@@ -129,37 +310,78 @@ public final class AppIndex {
             chain.append((node, key))
             node = next
         }
-        guard let payload = node.payload, let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
+        guard let payload = node.payload else { return nil }
+        let shrunk = payload.subscribers.heapBytes
+        guard let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
+        storedBytes += payload.subscribers.heapBytes - shrunk
         if removed.mode.needsData {
             payload.dataSubscriberCount -= 1
-            if payload.dataSubscriberCount == 0 { payload.shadow = nil }
+            if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }
         }
-        if payload.subscribers.isEmpty { node.payload = nil }
+        if payload.subscribers.isEmpty {
+            storedBytes -= Self.payloadBytes + Int(payload.shadowBytes)
+            node.payload = nil
+        }
         root.subtreeCount -= 1
         for (parent, key) in chain {
             guard let child = parent.children[key] else { break }
             child.subtreeCount -= 1
             if child.subtreeCount == 0 {
+                let held = parent.children.heapBytes
                 parent.children.removeValue(forKey: key)
+                storedBytes += parent.children.heapBytes - held - Self.subtreeBytes(child, key: key)
                 break
             }
         }
         subscriptionCount -= 1
         count(owner: removed.owner, by: -1)
         let device = subscriber.device
-        if let devices = perDevice[device], devices > 1 { perDevice[device] = devices - 1 } else { perDevice[device] = nil }
+        if let devices = perDevice[device], devices > 1 {
+            perDevice[device] = devices - 1
+        } else if let index = perDevice.index(forKey: device) {
+            storedBytes -= HeapCost.string(perDevice[index].key.token.string)
+            perDevice.remove(at: index)
+        }
         if let uid = subscriber.uid, var entries = byUser.removeValue(forKey: ExactString(uid)) {
             let entry = UserEntry(path: path, subscriber: subscriber)
-            if let position = entries.firstIndex(of: entry) { entries.remove(at: position) }
-            if !entries.isEmpty { byUser[ExactString(uid)] = entries }
+            let held = Self.entryBytes(entries)
+            if let position = entries.firstIndex(of: entry) {
+                storedBytes -= Self.pathBytes(entries[position].path)
+                entries.remove(at: position)
+            }
+            storedBytes += Self.entryBytes(entries) - held
+            if !entries.isEmpty {
+                byUser[ExactString(uid)] = entries
+            } else {
+                storedBytes -= HeapCost.string(uid)
+            }
         }
         return removed
     }
 
+    /// The bytes of a subtree being dropped: every node with its key and child map (a node without
+    /// subscribers below it holds no payload).
+    private static func subtreeBytes(_ node: Node, key: ExactString) -> Int {
+        var total = nodeBytes + HeapCost.string(key.string) + node.children.heapBytes
+        if let payload = node.payload { total += payloadBytes + Int(payload.shadowBytes) + payload.subscribers.heapBytes }
+        node.children.forEach { childKey, child in total += subtreeBytes(child, key: childKey) }
+        return total
+    }
+
     private func count(owner: ExactString?, by delta: Int32) {
         guard let owner else { return }
-        let updated = (perOwner[owner] ?? 0) + delta
-        perOwner[owner] = updated > 0 ? updated : nil
+        if let index = perOwner.index(forKey: owner) {
+            let updated = perOwner[index].value + delta
+            if updated > 0 {
+                perOwner[owner] = updated
+            } else {
+                storedBytes -= HeapCost.string(perOwner[index].key.string)
+                perOwner.remove(at: index)
+            }
+        } else if delta > 0 {
+            perOwner[owner] = delta
+            storedBytes += HeapCost.string(owner.string)
+        }
     }
 
     // MARK: Quotas
@@ -220,8 +442,10 @@ public final class AppIndex {
 
     /// Restores a checkpointed shadow; ignored where nobody needs data any more.
     public func restoreShadow(at path: DataPath, value: JSONValue) {
-        guard let node = node(at: path), node.dataSubscriberCount > 0 else { return }
-        node.shadow = value
+        guard let node = node(at: path), let payload = node.payload, node.dataSubscriberCount > 0 else { return }
+        let before = byteCount
+        setShadow(value, of: payload)
+        report(since: before)
     }
 
     /// Number of nodes that keep a shadow, and how many of them are seeded.
@@ -320,7 +544,10 @@ public final class AppIndex {
 
     /// Removes every subscription; returns them.
     public func removeAll() -> [Subscription] {
+        let before = byteCount
+        defer { report(since: before) }
         let all = allSubscriptions()
+        storedBytes = Self.baseBytes
         root.children.removeAll()
         root.payload = nil
         root.subtreeCount = 0

@@ -32,6 +32,38 @@ struct CompactMap<Key: Hashable, Value> {
         }
     }
 
+    /// The entry of `key` as stored (the stored key is the one an equal key shares storage with).
+    func entry(forKey key: Key) -> (key: Key, value: Value)? {
+        switch storage {
+        case .empty: return nil
+        case .one(let existing, let value): return existing == key ? (existing, value) : nil
+        case .many(let dictionary):
+            guard let index = dictionary.index(forKey: key) else { return nil }
+            return dictionary[index]
+        }
+    }
+
+    /// Heap bytes of the map's own storage (a dictionary from two entries on; nothing inline).
+    var heapBytes: Int {
+        guard case .many(let dictionary) = storage else { return 0 }
+        return HeapCost.dictionary(
+            capacity: dictionary.capacity, keyStride: MemoryLayout<Key>.stride, valueStride: MemoryLayout<Value>.stride)
+    }
+
+    /// Heap bytes that storing one more (new) key would add to the map's own storage.
+    var growthForNewKey: Int {
+        switch storage {
+        case .empty: return 0
+        case .one:
+            return HeapCost.dictionary(
+                capacity: HeapCost.capacity(forCount: 2), keyStride: MemoryLayout<Key>.stride, valueStride: MemoryLayout<Value>.stride)
+        case .many(let dictionary):
+            return HeapCost.dictionaryGrowth(
+                count: dictionary.count, capacity: dictionary.capacity, keyStride: MemoryLayout<Key>.stride,
+                valueStride: MemoryLayout<Value>.stride)
+        }
+    }
+
     /// Sets the value for `key`; returns the previous one.
     @discardableResult
     mutating func updateValue(_ value: Value, forKey key: Key) -> Value? {

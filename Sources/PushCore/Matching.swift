@@ -36,6 +36,8 @@ extension AppIndex {
         if event.operation == .namespaceDeleted {
             return revocations(of: removeAll(), reason: .namespaceDoesNotExist)
         }
+        let before = byteCount
+        defer { report(since: before) }
         var output: [MatchedNotification] = []
         let write = event.path.segments
         let notify = event.operation != .snapshot
@@ -93,7 +95,7 @@ extension AppIndex {
             case .namespaceDeleted:
                 new = nil
             }
-            node.shadow = new
+            if let payload = node.payload { setShadow(new, of: payload) }
             if let new, new != old {
                 changedShadows.append((DataPath(validatedSegments: Array(event.path.segments[..<depth])), new))
             }
@@ -122,8 +124,8 @@ extension AppIndex {
         case .merge: new = old?.merging(event.after.children)
         case .namespaceDeleted: new = nil
         }
-        if node.dataSubscriberCount > 0, let new, new != node.shadow {
-            node.shadow = new
+        if node.dataSubscriberCount > 0, let new, new != node.shadow, let payload = node.payload {
+            setShadow(new, of: payload)
             changedShadows.append((event.path, new))
         }
         guard notify else { return }
@@ -156,8 +158,8 @@ extension AppIndex {
         }
         if node.payload != nil {
             let old = node.shadow ?? event.before?.value(at: relative)
-            if node.dataSubscriberCount > 0, node.shadow != new {
-                node.shadow = new
+            if node.dataSubscriberCount > 0, node.shadow != new, let payload = node.payload {
+                setShadow(new, of: payload)
                 changedShadows.append((DataPath(validatedSegments: event.path.segments + relative), new))
             }
             if notify && old != new {

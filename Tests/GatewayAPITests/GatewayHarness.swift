@@ -85,7 +85,8 @@ final class GatewayHarness: Sendable {
     /// A harness sharing `log` with another one (a second replica), or with a fresh log.
     init(
         apps: [String: AppSettings], log: InMemoryLog? = nil, sender: FakeSender = FakeSender(),
-        policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0)
+        policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0),
+        budget: StateBudget = StateBudget()
     ) throws {
         let log = log ?? InMemoryLog(topics: [Self.stateTopic: Self.partitions])
         self.log = log
@@ -93,7 +94,7 @@ final class GatewayHarness: Sendable {
         let logger = Logger(label: "test")
         store = StateStore(
             consumer: InMemoryLog.Reader(log: log), verifier: InMemoryLog.Reader(log: log), sink: log, topic: Self.stateTopic,
-            partitioner: .consistentRandom, metrics: metrics, logger: logger)
+            partitioner: .consistentRandom, metrics: metrics, budget: budget, logger: logger)
         profiles = AppProfiles()
         let builder = AppProfileBuilder(httpClient: nil, fcm: .init(), logger: logger)
         for (name, settings) in apps {
@@ -181,7 +182,7 @@ final class GatewayHarness: Sendable {
         SubscriptionService(store: store, profiles: profiles, snapshots: nil, metrics: metrics, logger: logger)
     }
 
-    func router() -> Router<BasicRequestContext> {
+    func router() -> Router<GatewayRequestContext> {
         Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: Health(), store: store, metrics: metrics))
     }

@@ -12,7 +12,7 @@ final class V1RoutesTests: XCTestCase {
     struct Fixture {
         let harness: GatewayHarness
         let health: Health
-        let app: Application<RouterResponder<BasicRequestContext>>
+        let app: Application<RouterResponder<GatewayRequestContext>>
     }
 
     func makeFixture() async throws -> Fixture {

@@ -21,7 +21,7 @@ final class V2RoutesTests: XCTestCase {
         return "\(header).\(payload).\(Base64URL.encode(signature))"
     }
 
-    func makeApp() async throws -> (GatewayHarness, Application<RouterResponder<BasicRequestContext>>) {
+    func makeApp() async throws -> (GatewayHarness, Application<RouterResponder<GatewayRequestContext>>) {
         var settings = AppSettings()
         settings.authKeys = [.object(["alg": .string("HS256"), "secret": .string(Self.secret)])]
         settings.rules = .object([

@@ -117,7 +117,9 @@ def test_wakeup_operations_parameters_and_responses():
                 assert {"noData", "value", "childEvent"} <= set(mode["enum"]) and mode["default"] == "noData"
             else:
                 assert "mode" not in params
-            assert set(op["responses"]) == {"204", "400", "401", "403", "404", "503"}
+            # 429: quotas and write rates; 507: the replica's state mark, for creates only (issue 17).
+            assert set(op["responses"]) == {"204", "400", "401", "403", "404", "429", "503"} | (
+                {"507"} if method == "put" else set())
             codes = {}
             for status in ("400", "403", "404"):
                 schema = _resolve(doc, op["responses"][status])["content"]["application/json"]["schema"]
@@ -128,6 +130,10 @@ def test_wakeup_operations_parameters_and_responses():
                 "403": {"disabled", "permission_denied", "too_big"},
                 "404": {"namespace_does_not_exist"},
             }
+            limited = _resolve(doc, op["responses"]["429"])
+            assert "Retry-After" in limited["headers"]
+            assert limited["content"]["application/json"]["schema"]["allOf"][1]["properties"]["status"]["enum"] == [
+                "quota_exceeded"]
     multi = _resolve(doc, doc["paths"]["/base/{app}/.wakeup/{path}"]["parameters"][1])
     assert "multi-segment" in multi["description"] and "%2F" in multi["description"]
 

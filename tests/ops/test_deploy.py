@@ -29,8 +29,8 @@ LABEL = {"app.kubernetes.io/name": NAMESPACE}
 SECRETS_EXAMPLE = os.path.join(DEPLOY, "overlays", "production", "secrets.example.yaml")
 # Configuration keys and PUSH_* variables the manifests set before docs/CONFIGURATION.md lists them: settings the
 # gateway is gaining (issue 17; an older binary ignores them). Once documented, an entry here is dead: remove it.
-PLANNED_KEYS: set[str] = {"http.idleTimeoutMs"}
-PLANNED_ENV: set[str] = {"PUSH_CLUSTER_SECRET_FILE", "PUSH_HTTP_TRUSTED_PROXIES", "PUSH_STATE_MAX_REPLICA_BYTES"}
+PLANNED_KEYS: set[str] = set()
+PLANNED_ENV: set[str] = set()
 # The state's high-water mark (PUSH_STATE_MAX_REPLICA_BYTES) as a share of the container's memory limit.
 STATE_SHARE_OF_MEMORY_LIMIT = (0.55, 0.65)
 # ingress-nginx keeps idle upstream connections this long (upstream-keepalive-timeout); the gateway must keep them longer.
