@@ -28,6 +28,8 @@ final class ChangeConsumer: Service, Sendable {
     private let drainTimeout: Duration
     /// How long a fenced partition may stay in the group's assignment before this replica rejoins the group.
     private let rejoinAfter: Duration
+    /// How long a partition that did not fit the byte budget waits before it is loaded again.
+    private let overBudgetRetry: Duration
     private let logger: Logger
 
     private struct Ownership {
@@ -45,9 +47,10 @@ final class ChangeConsumer: Service, Sendable {
     init(
         consumer: KafkaConsumer, topic: String, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
-        drainTimeout: Duration, rejoinAfter: Duration = .seconds(15), logger: Logger
+        drainTimeout: Duration, rejoinAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60), logger: Logger
     ) {
         self.rejoinAfter = rejoinAfter
+        self.overBudgetRetry = overBudgetRetry
         self.sweeper = sweeper
         self.consumer = consumer
         self.topic = topic
@@ -125,8 +128,18 @@ final class ChangeConsumer: Service, Sendable {
     // MARK: Loading
 
     private func load(_ partition: Int32) async {
-        guard let state = await store.load(partition), ownership.withLock({ $0.owned.contains(partition) }),
-            store.isCurrent(state, index: partition), let (retries, revoked) = state.promote()
+        guard let state = await store.load(partition) else {
+            if store.overBudget(partition) != nil {
+                // Not served until it fits (memory freed by another partition leaving, a budget raised): tried again.
+                DispatchQueue.global().asyncAfter(deadline: .now() + overBudgetRetry.seconds) { [self] in
+                    let (owned, loads) = ownership.withLock { ($0.owned.contains(partition) && !$0.ready.contains(partition), $0.loads) }
+                    if owned, store.overBudget(partition) != nil { loads?.yield(partition) }
+                }
+            }
+            return
+        }
+        guard ownership.withLock({ $0.owned.contains(partition) }), store.isCurrent(state, index: partition),
+            let (retries, revoked) = state.promote()
         else { return }
         delivery.adopt(retries: retries, revoked: revoked)
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).

@@ -46,7 +46,6 @@ public struct GatewayApp {
 
         let metrics = GatewayMetrics()
         let kafkaHealth = KafkaHealth(logger: logger)
-        let health = Health(kafka: kafkaHealth)
         let profiles = AppProfiles()
         let httpClient = try HTTPClient(
             configuration: HTTPClientConfiguration(
@@ -120,6 +119,7 @@ public struct GatewayApp {
             verifier: try KafkaConsumer(properties: reader("state-verify"), logger: logger, onEvent: clientEvents("state-verify")),
             sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
             startupTimeout: .seconds(kafka.startupTimeoutSeconds), budget: budget, logger: logger)
+        let health = Health(kafka: kafkaHealth, overBudget: { store.partitionsOverBudget })
         let clusterKey = try configuration.cluster.resolvedKey()
         let membership = Membership(
             consumer: try KafkaConsumer(properties: reader("members"), logger: logger, onEvent: clientEvents("members")),

@@ -28,6 +28,8 @@ public final class GatewayMetrics: Sendable {
     /// (`state.maxReplicaBytes`, 0: none); set at scrape time.
     public let stateBytes: Gauge
     public let stateBytesLimit: Gauge
+    /// Owned partitions not served because they do not fit the byte budget (set at scrape time).
+    public let partitionsOverBudget: Gauge
     private let counters = Mutex<[String: Counter]>([:])
 
     /// `pushgateway_<name>_<unit>`.
@@ -68,6 +70,9 @@ public final class GatewayMetrics: Sendable {
                 "state_load_duration", unit: "seconds", help: "How long the last load (or promotion) of an owned state partition took"))
         stateBytes = registry.makeGauge(
             descriptor: Self.name("state_bytes", help: "Estimated bytes of state (subscriptions, shadows) this replica holds"))
+        partitionsOverBudget = registry.makeGauge(
+            descriptor: Self.name(
+                "partitions_over_budget", help: "Partitions this replica owns but does not serve: they do not fit its state byte budget"))
         stateBytesLimit = registry.makeGauge(
             descriptor: Self.name(
                 "state_bytes_limit", help: "The replica's high-water mark of state bytes (state.maxReplicaBytes; 0: none)"))

@@ -12,8 +12,13 @@ public final class Health: Sendable {
 
     private let state = Mutex(State())
     private let kafka: KafkaHealth?
+    /// Partitions that do not fit the byte budget (``StateStore/partitionsOverBudget``).
+    private let overBudget: @Sendable () -> [Int32]
 
-    init(kafka: KafkaHealth? = nil) { self.kafka = kafka }
+    init(kafka: KafkaHealth? = nil, overBudget: @escaping @Sendable () -> [Int32] = { [] }) {
+        self.kafka = kafka
+        self.overBudget = overBudget
+    }
 
     /// A record was read from Kafka: it can be reached.
     func kafkaReachable() { kafka?.reachable() }
@@ -34,7 +39,13 @@ public final class Health: Sendable {
         return state.withLock { state in
             guard state.assignedOnce else { return "waiting for the consumer group to assign partitions" }
             let loading = state.owned.subtracting(state.ready)
-            guard loading.isEmpty else { return "loading partitions \(loading.sorted()) of the state topic" }
+            guard loading.isEmpty else {
+                let tooBig = overBudget().filter(loading.contains)
+                if !tooBig.isEmpty {
+                    return "partitions \(tooBig) of the state topic do not fit this replica's memory budget (state.maxReplicaBytes, state.maxPartitionBytes)"
+                }
+                return "loading partitions \(loading.sorted()) of the state topic"
+            }
             return nil
         }
     }

@@ -16,6 +16,7 @@ struct Probe: OperationsProbe {
             metrics.shadows.set(Double(counts.shadowsKept))
             metrics.stateBytes.set(Double(store.budget.replica.bytes))
             metrics.stateBytesLimit.set(Double(store.budget.maxReplicaBytes))
+            metrics.partitionsOverBudget.set(Double(store.partitionsOverBudget.count))
             let (owned, ready) = health.partitions
             metrics.setPartitions(held: store.held, owned: owned, ready: ready)
             metrics.recordProbe(ready: health.notReadyReason == nil, stateLoaded: owned.isSubset(of: ready))

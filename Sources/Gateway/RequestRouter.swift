@@ -26,6 +26,10 @@ struct RequestRouter: RequestRouting {
     func route(app: String, forwarded: Bool, deadline: ContinuousClock.Instant) async -> RouteDecision {
         while true {
             let partition = store.partitionIndex(ofApp: app)
+            if partition >= 0, store.overBudget(partition) != nil {
+                return .unavailable(
+                    reason: "the application's partition does not fit this replica's memory budget; the operator must add replicas or memory")
+            }
             if partition >= 0 {
                 switch membership.route(partition: partition) {
                 case .local(ready: true) where store.servingPartition(ofApp: app) != nil:

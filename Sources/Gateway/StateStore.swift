@@ -52,6 +52,8 @@ final class StateStore: Service, Sendable {
         /// Bumped by every load and release of a partition: a load whose generation is not the latest is stale
         /// (the partition was given up, or assigned again, meanwhile) and ends without effect.
         var generations: [Int32: UInt64] = [:]
+        /// Partitions whose last load did not fit the byte budget (the one it would pass): not served, tried again.
+        var overBudget: [Int32: StateBudget.Refusal] = [:]
         var partitionCount: Int32 = 0
         var countWaiters: [CheckedContinuation<Int32, Never>] = []
         /// The count will never be known (the start failed or was stopped): waiters get 0 at once.
@@ -293,6 +295,9 @@ final class StateStore: Service, Sendable {
                 if !partition.applyFromLog(decoded, key: key, offset: record.offset, tag: tag) {
                     metrics.zombieRecordsSkipped()
                 }
+                if let refusal = budget.refusal(adding: 0, partition: partition.bytes) {
+                    return giveUpOverBudget(record.partition, partition, refusal)
+                }
             } catch {
                 metrics.stateRecordUnreadable()
                 logger.error(
@@ -311,6 +316,38 @@ final class StateStore: Service, Sendable {
         }
         ready?.resume(returning: true)
     }
+
+    /// A partition being read passed a byte budget: what was read is dropped (memory comes back as its indexes go),
+    /// the load ends without the partition (its apps answer 503, its events wait unconsumed), and it is said
+    /// loudly. A standby copy is dropped the same way (it is optional). The owner tries again later
+    /// (``ChangeConsumer``).
+    private func giveUpOverBudget(_ index: Int32, _ partition: PartitionState, _ refusal: StateBudget.Refusal) {
+        let (waiter, dropped) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, Bool) in
+            guard state.partitions[index] === partition else { return (nil, false) }
+            state.partitions[index] = nil
+            state.generations[index] = (state.generations[index] ?? 0) + 1
+            if partition.role == .loading { state.overBudget[index] = refusal }
+            return (state.loads.removeValue(forKey: index)?.waiter, true)
+        }
+        guard dropped else { return }
+        let role = partition.role
+        partition.setRole(.released)
+        waiter?.resume(returning: false)
+        change { try $0.removeAssignment([TopicPartition(topic: self.topic, partition: index)]) }
+        logger.critical(
+            role == .loading
+                ? "a state partition does not fit this replica's memory budget: not served (its apps answer 503, its events wait); add replicas or memory, or lower the apps' quotas.maxStateBytes"
+                : "a standby copy does not fit this replica's memory budget: dropped",
+            metadata: [
+                "kafka.partition": "\(index)", "budget": "\(refusal.quota)", "state.bytes": "\(budget.replica.bytes)",
+            ])
+    }
+
+    /// The budget partition `index`'s last load would have passed, when it did not fit.
+    func overBudget(_ index: Int32) -> StateBudget.Refusal? { state.withLock { $0.overBudget[index] } }
+
+    /// Partitions not served because they do not fit the byte budget.
+    var partitionsOverBudget: [Int32] { state.withLock { $0.overBudget.keys.sorted() } }
 
     private func failLoads() {
         let waiters = state.withLock { state -> [CheckedContinuation<Bool, Never>] in
@@ -332,6 +369,7 @@ final class StateStore: Service, Sendable {
         let (partition, tailFrom, generation) = state.withLock { state -> (PartitionState, Int64?, UInt64) in
             let generation = (state.generations[index] ?? 0) + 1
             state.generations[index] = generation
+            state.overBudget[index] = nil
             // A load still waiting for its marker is superseded by this one.
             state.loads[index]?.waiter?.resume(returning: false)
             state.loads[index] = nil
@@ -428,6 +466,7 @@ final class StateStore: Service, Sendable {
     func release(_ index: Int32, keepAsStandby: Bool) {
         let dropped = state.withLock { state -> (PartitionState, Bool, Bool, CheckedContinuation<Bool, Never>?)? in
             state.generations[index] = (state.generations[index] ?? 0) + 1
+            state.overBudget[index] = nil
             let waiter = state.loads.removeValue(forKey: index)?.waiter
             guard let partition = state.partitions[index] else { return nil }
             let tailed = partition.role == .loading || partition.role == .standby

@@ -88,6 +88,12 @@ public enum OpenAPIDocument {
           },
           "507": {
             "$ref": "#/components/responses/InsufficientStorage"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       },
@@ -127,6 +133,12 @@ public enum OpenAPIDocument {
           },
           "429": {
             "$ref": "#/components/responses/TooManyRequests"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       }
@@ -193,6 +205,12 @@ public enum OpenAPIDocument {
           },
           "507": {
             "$ref": "#/components/responses/InsufficientStorage"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       },
@@ -232,6 +250,12 @@ public enum OpenAPIDocument {
           },
           "429": {
             "$ref": "#/components/responses/TooManyRequests"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       }
@@ -419,6 +443,12 @@ public enum OpenAPIDocument {
           },
           "507": {
             "$ref": "#/components/responses/InsufficientStorage"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       },
@@ -466,6 +496,9 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/V2NotFound"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       }
@@ -543,6 +576,9 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/V2NotFound"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       },
@@ -668,6 +704,12 @@ public enum OpenAPIDocument {
           },
           "507": {
             "$ref": "#/components/responses/InsufficientStorage"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       },
@@ -711,6 +753,12 @@ public enum OpenAPIDocument {
           },
           "404": {
             "$ref": "#/components/responses/V2NotFound"
+          },
+          "504": {
+            "$ref": "#/components/responses/OwnerTimeout"
+          },
+          "502": {
+            "$ref": "#/components/responses/BadGateway"
           }
         }
       }
@@ -883,7 +931,7 @@ public enum OpenAPIDocument {
             }
           },
           "401": {
-            "description": "No bearer token.",
+            "description": "No bearer token, when an admin token is configured (without one, every call is 403 `disabled`).",
             "content": {
               "application/json": {
                 "schema": {
@@ -977,7 +1025,7 @@ public enum OpenAPIDocument {
             }
           },
           "401": {
-            "description": "No bearer token.",
+            "description": "No bearer token, when an admin token is configured (without one, every call is 403 `disabled`).",
             "content": {
               "application/json": {
                 "schema": {
@@ -1754,6 +1802,34 @@ public enum OpenAPIDocument {
             "example": {
               "status": "insufficient_storage",
               "message": "this replica holds its high-water mark of 1288490188 bytes of state (state.maxReplicaBytes); retry later: the operator must add replicas or memory, or lower the apps' quotas.maxStateBytes"
+            }
+          }
+        }
+      },
+      "OwnerTimeout": {
+        "description": "Only from a replica that forwarded the call to the one that owns the app's partition: no answer came within `http.ownerWaitMs`, and the change may or may not have been made. Read it before retrying (the call is never sent twice).",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            },
+            "example": {
+              "status": "timeout",
+              "message": "the replica that owns the application did not answer in time: the change may or may not have been made; read it before retrying"
+            }
+          }
+        }
+      },
+      "BadGateway": {
+        "description": "Only from a replica that forwarded the call: the owner's answer was not a final HTTP answer (a 1xx).",
+        "content": {
+          "application/json": {
+            "schema": {
+              "$ref": "#/components/schemas/Error"
+            },
+            "example": {
+              "status": "bad_gateway",
+              "message": "the owner answered with status 102"
             }
           }
         }

@@ -21,7 +21,10 @@ import uuid
 
 import pytest
 
-from cluster import Http, memory
+import copy
+
+from cluster import Http, gauge, memory
+from gateway import Gateway
 from harness import APP
 from kafka_util import read_topic
 from procutil import wait_for
@@ -59,12 +62,16 @@ def call(port: int, method: str, path: str, source: str = "127.0.0.1") -> tuple[
         conn.close()
 
 
+def metric_of(gateway: Gateway, name: str) -> float:
+    return gauge(gateway, name)
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Finding 4: memory bounded in bytes
 # ---------------------------------------------------------------------------------------------------------
 
 @pytest.mark.timeout(240)
-def test_state_is_bounded_in_bytes(stack_factory):
+def test_state_is_bounded_in_bytes(stack_factory):  # noqa: C901 - one scenario, step by step
     """3,000 anonymous subscriptions of 2 KB paths and 1 KB invented device ids: the app's byte budget (2 MiB)
     refuses them with 429 quota_exceeded once reached; another app then fills the replica's high-water mark
     (3 MiB) and gets 507 insufficient_storage; the gauges say so, and the gateway's resident memory grows by
@@ -124,6 +131,28 @@ def test_state_is_bounded_in_bytes(stack_factory):
     # The gateway's heap grew by the admitted state and the debug build's and librdkafka's working memory, far
     # less than what was asked.
     assert used.anon < 12 * 1024, used
+
+    # A replica whose mark is too small for what the partitions hold loads what fits and stays up: a partition
+    # over the budget is not served (its apps answer 503, /readyz says why, the gauge counts it), and the
+    # replica's memory stays bounded.
+    gw.stop()
+    small = copy.deepcopy(stack.config)
+    small["state"] = {"maxReplicaBytes": 1024 * 1024}
+    replica = Gateway(stack.workdir, config=small, name="small-mark")
+    try:
+        replica.start(wait_ready=False)
+        wait_for(lambda: metric_of(replica, "pushgateway_partitions_over_budget") >= 1, timeout=60,
+                 what="a partition over the budget", on_timeout=replica.tails)
+        ready = replica.get("/readyz")
+        assert ready.status_code == 503 and "memory budget" in ready.json()["message"], ready.text
+        assert replica.get("/healthz").status_code == 200
+        statuses = {replica.subscribe(name, "/any", f"dev{uuid.uuid4().hex}").status_code for name in (app, other)}
+        assert 503 in statuses, statuses
+        assert metric_of(replica, "pushgateway_state_bytes") <= 1024 * 1024
+        assert replica.proc.alive()
+        assert any("does not fit this replica's memory budget" in line for line in replica.logs().splitlines())
+    finally:
+        replica.stop()
 
 
 # ---------------------------------------------------------------------------------------------------------
