@@ -38,7 +38,7 @@ struct PartitionContents {
     /// This replica's ownership, once promoted: its tag, and what its writes confirm.
     var fence: OwnershipFence?
     /// The tag and offset of the load marker this replica wrote, until it is promoted.
-    var marker: (tag: [UInt8], offset: Int64)?
+    var marker: (tag: [UInt8], offset: Int64, writtenAt: UInt64)?
     /// Every tag this replica wrote a load marker with for this partition (its own markers never supersede it).
     var ownTags: Set<[UInt8]> = []
 

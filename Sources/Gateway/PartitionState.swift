@@ -105,8 +105,12 @@ final class PartitionState: Sendable {
     /// flight may find it in a gap before the marker's own acknowledgement comes back).
     func willWriteMarker(tag: [UInt8]) { _ = contents.withLock { $0.ownTags.insert(tag) } }
 
-    /// This replica wrote its load marker, tagged `tag`, at `offset` (it is promoted once the log is read up to it).
-    func markerWritten(tag: [UInt8], offset: Int64) { contents.withLock { $0.marker = (tag, offset) } }
+    /// This replica wrote its load marker, tagged `tag`, at `offset`, starting at `writtenAt` (``Uptime``); it is
+    /// promoted once the log is read up to it. Its ownership counts as confirmed when the marker was written, not
+    /// when the load ends: a load that took longer than the lease confirms its ownership before it answers.
+    func markerWritten(tag: [UInt8], offset: Int64, writtenAt: UInt64) {
+        contents.withLock { $0.marker = (tag, offset, writtenAt) }
+    }
 
     /// Makes this replica the owner of a loaded partition: restores the shadow checkpoints into the index, hands
     /// over what the previous owner left to deliver (pending retries, revokes not yet sent), starts the fence from
@@ -125,7 +129,7 @@ final class PartitionState: Sendable {
             contents.followedRetries = [:]
             setRole(.owner, in: &contents)
             if let marker = contents.marker {
-                let fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: Uptime.now)
+                let fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: marker.writtenAt)
                 contents.fence = fence
                 confirmation.store(fence.confirmedAt, ordering: .releasing)
                 contents.marker = nil

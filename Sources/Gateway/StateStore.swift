@@ -413,9 +413,11 @@ final class StateStore: Service, Sendable {
             }
         }
         var marker: Int64 = -1
+        var writtenAt: UInt64 = 0
         var delay = Duration.milliseconds(500)
         while marker < 0 {
             do {
+                writtenAt = Uptime.now
                 let record = KafkaRecord(
                     topic: topic, partition: index, key: OwnerTag.loadMarkerKey, value: [],
                     headers: [KafkaHeader(name: OwnerTag.header, value: tag)])
@@ -432,7 +434,7 @@ final class StateStore: Service, Sendable {
             }
         }
         guard current() else { return nil }
-        partition.markerWritten(tag: tag, offset: marker)
+        partition.markerWritten(tag: tag, offset: marker, writtenAt: writtenAt)
         let loaded = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let done = state.withLock { state -> Bool? in
                 guard state.generations[index] == generation, !stopping.load(ordering: .relaxed) else { return false }
