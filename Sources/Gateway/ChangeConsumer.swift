@@ -93,18 +93,9 @@ final class ChangeConsumer: Service, Sendable {
             for partition in partitions where store.partition(partition)?.role == .owner {
                 store.partition(partition)?.setRole(.releasing)
             }
-            let (owned, ready) = ownership.withLock { ownership in
-                ownership.owned.subtract(gone)
-                ownership.ready.subtract(gone)
-                ownership.fenced.subtract(gone)
-                return (ownership.owned, ownership.ready)
-            }
-            health.assigned(owned: owned, ready: ready)
-            membership.update(owned: owned, ready: ready)
+            forget(gone, fenced: false)
             if !lost { drain(partitions) }
-            delivery.release(partitions: gone)
-            let abandoned = tickets.abandon(partitions: gone)
-            ledger.revoked(partitions, abandoned: abandoned)
+            abandonWork(of: gone)
             for partition in partitions {
                 if let state = store.partition(partition), !state.waitForWrites(timeout: .seconds(10)) {
                     logger.warning("state writes still in flight for a revoked partition", metadata: ["kafka.partition": "\(partition)"])
@@ -112,6 +103,25 @@ final class ChangeConsumer: Service, Sendable {
                 store.release(partition, keepAsStandby: membership.keepsStandby(of: partition))
             }
         }
+    }
+
+    /// No longer owned (revoked, or superseded when `fenced`): the others hear of it at once.
+    private func forget(_ partitions: Set<Int32>, fenced: Bool) {
+        let (owned, ready) = ownership.withLock { ownership in
+            ownership.owned.subtract(partitions)
+            ownership.ready.subtract(partitions)
+            if fenced { ownership.fenced.formUnion(partitions) } else { ownership.fenced.subtract(partitions) }
+            return (ownership.owned, ownership.ready)
+        }
+        health.assigned(owned: owned, ready: ready)
+        membership.update(owned: owned, ready: ready)
+    }
+
+    /// Drops the partitions' delivery lines and unfinished records (the next owner consumes them again).
+    private func abandonWork(of partitions: Set<Int32>) {
+        delivery.release(partitions: partitions)
+        let abandoned = tickets.abandon(partitions: partitions)
+        ledger.revoked(Array(partitions), abandoned: abandoned)
     }
 
     /// Waits (bounded) until the partitions' records in flight are finished, so their offsets are stored
@@ -165,17 +175,8 @@ final class ChangeConsumer: Service, Sendable {
     func fenced(_ partition: Int32) {
         let topicPartition = TopicPartition(topic: topic, partition: partition)
         consumer.pause([topicPartition])
-        let (owned, ready) = ownership.withLock { ownership in
-            ownership.owned.remove(partition)
-            ownership.ready.remove(partition)
-            ownership.fenced.insert(partition)
-            return (ownership.owned, ownership.ready)
-        }
-        health.assigned(owned: owned, ready: ready)
-        membership.update(owned: owned, ready: ready)
-        delivery.release(partitions: [partition])
-        let abandoned = tickets.abandon(partitions: [partition])
-        ledger.revoked([partition], abandoned: abandoned)
+        forget([partition], fenced: true)
+        abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
         DispatchQueue.global().asyncAfter(deadline: .now() + rejoinAfter.seconds) { [self] in
             let stale = ownership.withLock { $0.fenced.contains(partition) }
