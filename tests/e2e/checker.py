@@ -322,7 +322,11 @@ def _key_violation(key: dict, ops: list[dict], index: int, t0: float, by_failed:
         expect += f"; {len(unknown)} write(s) of unknown outcome before"
     if by_failed and failed:
         kind = "failed-write-applied"
-        why = " — explained only if a write answered as failed (503/4xx/not sent) took effect"
+        culprits = [o for o in failed if SETS[o["op"]] == before] or failed
+        last_failed = culprits[-1]
+        answer_failed = last_failed.get("status") if last_failed.get("status") is not None else last_failed.get("error")
+        why = (f" — explained only if a write answered as failed took effect, e.g. {last_failed['op']} -> "
+               f"{answer_failed} at {rel(last_failed['start'], t0)} via {last_failed.get('replica')}")
     elif op["op"] in WRITES:
         kind, why = "wrong-answer", ""
     elif op.get("phase", "run") == "run":

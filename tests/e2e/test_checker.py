@@ -138,6 +138,7 @@ def test_a_write_of_unknown_outcome_takes_effect_at_most_once():
 def test_a_write_answered_503_or_never_sent_that_takes_effect():
     report = H().key().op("create", 1, 503).op("get", 20, 200, phase="final").check()
     assert kinds(report) == {"failed-write-applied": 1}
+    assert "create -> 503 at +1.000" in report.violations[0].message
     report = H().key().op("create", 1, None, "connect").op("get", 20, 200, phase="final").check()
     assert kinds(report) == {"failed-write-applied": 1}
     report = H().key().op("create", 1, 201).op("delete", 2, 503).op("get", 20, 404, phase="final").check()
