@@ -38,7 +38,7 @@ Checks (each violation names the records involved):
   a v2 204 that needs it present, a read by effect) must be explained by the acknowledged writes before it and
   the indeterminate ones. Kinds: ``lost-write`` (a read after the faults contradicts acknowledged writes),
   ``stale-read`` (a read during the run does), ``wrong-answer`` (a write's answer does), ``failed-write-applied``
-  (only explained if a write answered 503/4xx, or never sent, took effect).
+  (only explained if a write answered 503/4xx took effect; a request that never left is not a candidate).
 - ``notify-after-delete``: no notification for an event published after the acknowledged delete of the
   subscription, unless it was made again (a create or PUT acknowledged or indeterminate before the notification).
 - ``missed-notification``: every event the broker acknowledged is notified to every stable subscription of its
@@ -53,7 +53,8 @@ Checks (each violation names the records involved):
 
 A read by effect: after the faults, ``probe`` events are published to each path and the runner waits until the
 stable subscriptions of that path have them (and the deliveries are quiet); a key is then present if its token got
-the probe's notification by then and absent otherwise: a read from the probe's publication to that check.
+the probe's notification by then and absent otherwise: a read from the probe's publication to that check. A probe
+that some witness of its path did not get by then (nobody consumed it) reads nothing (``probes_unprocessed``).
 """
 
 from __future__ import annotations
@@ -267,7 +268,7 @@ def _replay(ops: list[dict], key: dict, failed_as_unknown: bool = False) -> list
         cls = outcome(op)
         before, after = observation(op, key)
         if op["op"] in WRITES and before is None and after is None and (
-                cls == "info" or (failed_as_unknown and cls == "fail")):
+                cls == "info" or (failed_as_unknown and cls == "fail" and op.get("error") != "connect")):
             target = SETS[op["op"]]
             configs = {(s, pc + (target == PRESENT), pa + (target == ABSENT)) for s, pc, pa in configs}
             continue
@@ -309,7 +310,8 @@ def _key_violation(key: dict, ops: list[dict], index: int, t0: float, by_failed:
     acked = [o for o in real if o["op"] in WRITES and outcome(o) == "ok"]
     last = acked[-1] if acked else None
     unknown = [o for o in real if o["op"] in WRITES and outcome(o) == "info"]
-    failed = [o for o in real if o["op"] in WRITES and outcome(o) == "fail" and observation(o, key) == (None, None)]
+    failed = [o for o in real if o["op"] in WRITES and outcome(o) == "fail" and observation(o, key) == (None, None)
+              and o.get("error") != "connect"]
     describe = f"key {key.get('key')} ({key.get('api')} {key.get('app')}{key.get('path')} token {short(key.get('token'))})"
     answer = op.get("status") if op.get("status") is not None else op.get("error")
     says = f"{op['op']} via {op.get('replica')} at {rel(op['start'], t0)} answered {answer}" + (
@@ -609,10 +611,17 @@ def check(records: Iterable[dict], coverage_bound: float = 60.0, dual_bound: flo
     # Reads by effect: a probe event of a key's path, after the faults, judged when the runner checked it (a later
     # notification of the same event, e.g. replayed after a restart, says nothing about that moment).
     checked = {r["n"]: r["checked"] for r in records if r.get("type") == "probe"}
+    unprocessed = []
     for e in events.values():
         if not e.get("probe") or e.get("acked") is None:
             continue
         until = checked.get(e["n"], float("inf"))
+        # The probe says something only if it was processed: every witness (stable subscription) of its path has it.
+        witnesses = [s for s in stables if s.get("app") == e.get("app") and s.get("path") == e.get("path")]
+        if any(not any(n.get("status") == 200 and notified_n(n.get("data")) == e["n"] and n["time"] <= until
+                       for n in notes_by_token.get(w["token"], [])) for w in witnesses):
+            unprocessed.append(e["n"])
+            continue
         for name, key in keys.items():
             if key.get("app") != e.get("app") or key.get("path") != e.get("path"):
                 continue
@@ -624,7 +633,7 @@ def check(records: Iterable[dict], coverage_bound: float = 60.0, dual_bound: flo
                                      "phase": e.get("phase", "final"), "event": e["n"]})
 
     violations: list[Violation] = []
-    stats: dict = {}
+    stats: dict = {"probes_unprocessed": len(unprocessed)} if unprocessed else {}
     v, s = check_keys(keys, ops_by_key, t0)
     violations += v
     stats.update(s)

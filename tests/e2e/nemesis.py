@@ -382,20 +382,29 @@ class Workload:
         with self.cond:
             self.running = True
 
-    def burst(self, then: Callable[[], None], delay: float, timeout: float = 60.0) -> None:
+    def burst(self, then: Callable[[], None], delay: float, timeout: float = 60.0) -> bool:
         """Every worker sends its next call (a write) at the same moment; ``then()`` is called ``delay`` seconds
-        after they were let go (a fault timed to find many writes in flight)."""
-        self.pause(timeout)
+        after they were let go (a fault timed to find many writes in flight). When the workers cannot all be
+        gathered within ``timeout`` (calls still waiting), ``then()`` is called without a burst; returns whether
+        there was one."""
+        with self.cond:
+            self.running = False
+            idle = self.cond.wait_for(lambda: self.busy == 0, timeout)
+            if not idle:
+                self.running = True
+        if not idle:
+            then()
+            return False
         go = threading.Event()
         with self.cond:
             self.burst_id += 1
             self.burst_go, self.burst_waiting = go, 0
             self.running = True
-            ready = self.cond.wait_for(lambda: self.burst_waiting == len(self.threads), timeout)
-        assert ready, f"only {self.burst_waiting} of {len(self.threads)} workers joined the burst"
+            self.cond.wait_for(lambda: self.burst_waiting == len(self.threads), 10)
         go.set()
         time.sleep(delay)  # times the fault after the burst (not a synchronisation)
         then()
+        return True
 
     def stop(self) -> None:
         self.pause()
@@ -830,6 +839,7 @@ class Params:
     pace: tuple[float, float] = (0.3, 1.2)  # each worker's pause between calls
     client_timeout: float = 30.0
     coverage_bound: float = 60.0
+    settle_bound: float = 45.0  # after the faults: waits for a stable fleet, for the notifications, for the probes
     dual_bound: float = 15.0
     session_timeout_ms: int = 6000
     drain_seconds: int = 5
@@ -839,15 +849,16 @@ class Params:
     stop_hold: tuple[float, float] = (8.0, 12.0)  # past the session timeout
     freeze_hold: tuple[float, float] = (2.0, 4.5)  # under it (see README: Tansu and expired sessions)
     calm: tuple[float, float] = (2.0, 8.0)
+    burst: float = 0.5  # chance that a kill/stop/term strikes a few ms after every worker sent a write at once
     eager: float = 0.25  # chance that the next fault does not wait for the fleet to recover
     rdkafka_debug: str = ""  # e.g. "cgrp": librdkafka's consumer-group debug log in the replicas' stderr
 
 
 class Nemesis:
     def __init__(self, params: Params, slots: list[Slot], broker, history: History, rng: random.Random,
-                 stopping: threading.Event, t0: float):
+                 stopping: threading.Event, t0: float, workload: Optional[Workload] = None):
         self.params, self.slots, self.broker, self.history, self.rng = params, slots, broker, history, rng
-        self.stopping, self.t0 = stopping, t0
+        self.stopping, self.t0, self.workload = stopping, t0, workload
         self.active: Optional[dict] = None
 
     def hold(self, bounds: tuple[float, float]) -> None:
@@ -860,22 +871,38 @@ class Nemesis:
         target = "broker" if kind == "broker-freeze" else slot.name
         record = {"type": "fault", "kind": kind, "target": target, "start": time.time(), "end": None}
         self.active = record
-        print(f"nemesis: {kind} {target} at {record['start'] - self.t0:+.1f} s", flush=True)
+        burst = kind != "broker-freeze" and self.workload is not None and self.rng.random() < self.params.burst
+        delay = self.rng.uniform(0.002, 0.010)
+
+        def strike(action: Callable[[], None]) -> None:
+            def timed() -> None:
+                record["start"] = time.time()
+                action()
+            if burst:
+                record["burst"] = self.workload.burst(timed, delay)
+            else:
+                timed()
+            print(f"nemesis: {kind} {target} at {record['start'] - self.t0:+.1f} s"
+                  + (" (after a burst of writes)" if record.get("burst") else ""), flush=True)
+
         if kind == "kill":
-            slot.end("kill", 0)
+            strike(lambda: slot.end("kill", 0))
             self.hold(self.params.kill_down)
             slot.start()
         elif kind == "term":
-            record["returncode"] = slot.end("term", self.params.drain_seconds + 10)
+            strike(lambda: record.update(returncode=slot.end("term", self.params.drain_seconds + 10)))
             self.hold(self.params.term_down)
             slot.start()
         elif kind == "stop":
-            slot.signal(signal.SIGSTOP)
-            slot.frozen = True
+            def freeze() -> None:
+                slot.signal(signal.SIGSTOP)
+                slot.frozen = True
+            strike(freeze)
             self.hold(self.params.stop_hold)
             slot.signal(signal.SIGCONT)
             slot.frozen = False
         elif kind == "broker-freeze":
+            print(f"nemesis: {kind} at {record['start'] - self.t0:+.1f} s", flush=True)
             self.broker.freeze()
             self.hold(self.params.freeze_hold)
             self.broker.thaw()
@@ -913,7 +940,7 @@ def make_keys(apps: list[str], params: Params) -> tuple[list[Key], list[Key], li
             streams.append((app, path))
             for i in range(count):
                 name = f"a{a}-{api}-{i}"
-                keys.append(Key(name, api, app, path, fcm_token(name), uid=f"u-{name}" if api == "v2" else ""))
+                keys.append(Key(name, api, app, path, fcm_token(name), uid=f"u-{name}"))
             stables.append(Key(f"a{a}-{api}-stable", "v2", app, path, fcm_token(f"a{a}{api}stable"),
                                uid="stable"))
     return keys, stables, streams
@@ -1015,7 +1042,7 @@ def run(params: Params, workdir: str, broker, fake, history_path: Optional[str] 
                             params.client_timeout, params.pace).start()
         stopping.wait(5)  # the workload warms up before the first fault
 
-        nemesis = Nemesis(params, slots, broker, history, rng, stopping, t0)
+        nemesis = Nemesis(params, slots, broker, history, rng, stopping, t0, workload)
         faults_until = time.time() + params.seconds
         while time.time() < faults_until:
             record = nemesis.fault()
@@ -1032,7 +1059,7 @@ def run(params: Params, workdir: str, broker, fake, history_path: Optional[str] 
         print(f"nemesis: faults ended at {time.time() - t0:+.1f} s", flush=True)
 
         try:
-            wait_for(lambda: poller.stable(params.partitions, names), timeout=90, interval=0.25,
+            wait_for(lambda: poller.stable(params.partitions, names), timeout=params.settle_bound, interval=0.25,
                      what="the fleet stable after the faults", on_timeout=poller.describe)
         except WaitTimeout as exc:
             print(f"nemesis: {exc}", flush=True)
@@ -1046,11 +1073,11 @@ def run(params: Params, workdir: str, broker, fake, history_path: Optional[str] 
         with publisher.lock:
             acked = [r for r in publisher.done.values() if r.get("acked") is not None]
         pairs = [(token, e["n"]) for e in acked for token in witnesses.get((e["app"], e["path"]), [])]
-        missing = wait_notified(collector, pairs, timeout=90)
+        missing = wait_notified(collector, pairs, timeout=params.settle_bound)
         if missing:
             print(f"nemesis: {len(missing)} notifications of stable subscriptions still missing", flush=True)
         # The final state: reads by effect (every key), and v2 reads through every replica.
-        probe_paths(publisher, collector, streams, witnesses, phase="final")
+        probe_paths(publisher, collector, streams, witnesses, phase="final", timeout=params.settle_bound / 2)
         for key in keys:
             if key.api == "v2":
                 for slot in slots:

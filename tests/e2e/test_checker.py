@@ -139,8 +139,9 @@ def test_a_write_answered_503_or_never_sent_that_takes_effect():
     report = H().key().op("create", 1, 503).op("get", 20, 200, phase="final").check()
     assert kinds(report) == {"failed-write-applied": 1}
     assert "create -> 503 at +1.000" in report.violations[0].message
+    # A request that never left cannot have taken effect: the read is simply wrong.
     report = H().key().op("create", 1, None, "connect").op("get", 20, 200, phase="final").check()
-    assert kinds(report) == {"failed-write-applied": 1}
+    assert kinds(report) == {"lost-write": 1}
     report = H().key().op("create", 1, 201).op("delete", 2, 503).op("get", 20, 404, phase="final").check()
     assert kinds(report) == {"failed-write-applied": 1}
 
@@ -166,6 +167,16 @@ def test_a_probe_counts_the_notifications_received_until_it_was_checked():
     assert kinds(report) == {"notify-after-delete": 1}, report.lines()
     report = h.note("tv", 1, 24).check()
     assert kinds(report) == {"lost-write": 1, "notify-after-delete": 2}, report.lines()
+
+
+def test_a_probe_nobody_processed_reads_nothing():
+    h = H().key("v", api="v1", token="tv").op("put", 1, 204, key="v").stable("w", "tw").event(1, 20, 20.1, probe=True)
+    h.records.append({"type": "probe", "n": 1, "checked": T0 + 25})
+    report = h.check()
+    # Not a read of the key; but the witness missed an event.
+    assert kinds(report) == {"missed-notification": 1} and report.stats["probes_unprocessed"] == 1, report.lines()
+    report = h.note("tw", 1, 21).check()
+    assert kinds(report) == {"lost-write": 1}, report.lines()
 
 
 def test_a_probe_that_misses_an_acknowledged_put_is_a_lost_write():
