@@ -843,6 +843,8 @@ class Params:
     dual_bound: float = 15.0
     session_timeout_ms: int = 6000
     drain_seconds: int = 5
+    # kill (-9, then restart), stop (SIGSTOP past the session timeout), term (SIGTERM, then restart), broker-freeze;
+    # "none" (no fault) makes a control run.
     weights: dict = field(default_factory=lambda: {"kill": 3, "stop": 3, "term": 2, "broker-freeze": 2})
     kill_down: tuple[float, float] = (1.0, 5.0)
     term_down: tuple[float, float] = (1.0, 3.0)
@@ -871,7 +873,7 @@ class Nemesis:
         target = "broker" if kind == "broker-freeze" else slot.name
         record = {"type": "fault", "kind": kind, "target": target, "start": time.time(), "end": None}
         self.active = record
-        burst = kind != "broker-freeze" and self.workload is not None and self.rng.random() < self.params.burst
+        burst = kind in ("kill", "stop", "term") and self.workload is not None and self.rng.random() < self.params.burst
         delay = self.rng.uniform(0.002, 0.010)
 
         def strike(action: Callable[[], None]) -> None:
@@ -901,6 +903,10 @@ class Nemesis:
             self.hold(self.params.stop_hold)
             slot.signal(signal.SIGCONT)
             slot.frozen = False
+        elif kind == "none":  # a control run: the same workload, no fault
+            self.hold(self.params.calm)
+            self.active = None
+            return record
         elif kind == "broker-freeze":
             print(f"nemesis: {kind} at {record['start'] - self.t0:+.1f} s", flush=True)
             self.broker.freeze()
@@ -1046,6 +1052,8 @@ def run(params: Params, workdir: str, broker, fake, history_path: Optional[str] 
         faults_until = time.time() + params.seconds
         while time.time() < faults_until:
             record = nemesis.fault()
+            if record["end"] is None:
+                continue
             if rng.random() >= params.eager:
                 try:
                     wait_for(lambda: poller.covered(params.partitions), timeout=params.coverage_bound, interval=0.25,
