@@ -38,7 +38,8 @@ Checks (each violation names the records involved):
   a v2 204 that needs it present, a read by effect) must be explained by the acknowledged writes before it and
   the indeterminate ones. Kinds: ``lost-write`` (a read after the faults contradicts acknowledged writes),
   ``stale-read`` (a read during the run does), ``wrong-answer`` (a write's answer does), ``failed-write-applied``
-  (only explained if a write answered 503/4xx took effect; a request that never left is not a candidate).
+  (only explained if a write answered 503/4xx took effect: during the run, one answered at most 10 s before the
+  anomaly; a request that never left is never a candidate).
 - ``notify-after-delete``: no notification for an event published after the acknowledged delete of the
   subscription, unless it was made again (a create or PUT acknowledged or indeterminate before the notification).
 - ``missed-notification``: every event the broker acknowledged is notified to every stable subscription of its
@@ -63,7 +64,7 @@ import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 PRESENT, ABSENT = "present", "absent"
 
@@ -257,18 +258,21 @@ def _prune(configs: set) -> set:
     return out
 
 
-def _replay(ops: list[dict], key: dict, failed_as_unknown: bool = False) -> list[int]:
+FAILED_WINDOW = 10.0  # seconds: how long before an anomaly during the run a failed write is a plausible culprit
+
+
+def _replay(ops: list[dict], key: dict, failed_as_unknown: Callable[[dict], bool] = lambda op: False) -> list[int]:
     """Replays ``ops`` (one key, in order); the indexes of the observations nothing explains. After each, the
     replay assumes nothing about the state (either, the writes of unknown outcome still pending) until the next
-    write or observation, so that one anomaly is reported once. With ``failed_as_unknown``, writes answered as
-    failed count as of unknown outcome."""
+    write or observation, so that one anomaly is reported once. The writes answered as failed that
+    ``failed_as_unknown`` selects count as of unknown outcome (never one that was not sent: that is certain)."""
     configs = {(ABSENT, 0, 0)}
     bad = []
     for i, op in enumerate(ops):
         cls = outcome(op)
         before, after = observation(op, key)
         if op["op"] in WRITES and before is None and after is None and (
-                cls == "info" or (failed_as_unknown and cls == "fail" and op.get("error") != "connect")):
+                cls == "info" or (cls == "fail" and op.get("error") != "connect" and failed_as_unknown(op))):
             target = SETS[op["op"]]
             configs = {(s, pc + (target == PRESENT), pa + (target == ABSENT)) for s, pc, pa in configs}
             continue
@@ -295,15 +299,18 @@ def check_keys(keys: dict[str, dict], ops_by_key: dict[str, list[dict]], t0: flo
         ops = sorted(ops, key=lambda o: (o["start"], o.get("end") or o["start"]))
         stats["keys_checked"] += 1
         bad = _replay(ops, key)
-        if not bad:
-            continue
-        explained_by_failed = set(bad) - set(_replay(ops, key, failed_as_unknown=True))
         for index in bad:
-            violations.append(_key_violation(key, ops, index, t0, index in explained_by_failed))
+            # A write answered as failed that took effect is a plausible explanation if it was answered shortly
+            # before the anomaly (any time before, for a read after the faults).
+            op = ops[index]
+            since = op["start"] - FAILED_WINDOW if op.get("phase", "run") == "run" else float("-inf")
+            recent = (lambda o, since=since: (o.get("end") or o["start"]) >= since)
+            explained = index not in _replay(ops[: index + 1], key, failed_as_unknown=recent)
+            violations.append(_key_violation(key, ops, index, t0, explained, since))
     return violations, stats
 
 
-def _key_violation(key: dict, ops: list[dict], index: int, t0: float, by_failed: bool) -> Violation:
+def _key_violation(key: dict, ops: list[dict], index: int, t0: float, by_failed: bool, since: float) -> Violation:
     op = ops[index]
     before, _ = observation(op, key)
     real = ops[:index]
@@ -311,7 +318,7 @@ def _key_violation(key: dict, ops: list[dict], index: int, t0: float, by_failed:
     last = acked[-1] if acked else None
     unknown = [o for o in real if o["op"] in WRITES and outcome(o) == "info"]
     failed = [o for o in real if o["op"] in WRITES and outcome(o) == "fail" and observation(o, key) == (None, None)
-              and o.get("error") != "connect"]
+              and o.get("error") != "connect" and (o.get("end") or o["start"]) >= since]
     describe = f"key {key.get('key')} ({key.get('api')} {key.get('app')}{key.get('path')} token {short(key.get('token'))})"
     answer = op.get("status") if op.get("status") is not None else op.get("error")
     says = f"{op['op']} via {op.get('replica')} at {rel(op['start'], t0)} answered {answer}" + (

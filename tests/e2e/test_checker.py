@@ -144,6 +144,11 @@ def test_a_write_answered_503_or_never_sent_that_takes_effect():
     assert kinds(report) == {"lost-write": 1}
     report = H().key().op("create", 1, 201).op("delete", 2, 503).op("get", 20, 404, phase="final").check()
     assert kinds(report) == {"failed-write-applied": 1}
+    # During the run, only a failure answered shortly before the anomaly is a plausible culprit.
+    report = H().key().op("create", 1, 503).op("get", 5, 200).check()
+    assert kinds(report) == {"failed-write-applied": 1}
+    report = H().key().op("create", 1, 503).op("get", 30, 200).check()
+    assert kinds(report) == {"stale-read": 1}
 
 
 def test_v1_writes_are_unconditional_and_read_by_effect():
