@@ -1091,11 +1091,15 @@ def run(params: Params, workdir: str, broker, fake, history_path: Optional[str] 
             print(f"nemesis: {len(missing)} notifications of stable subscriptions still missing", flush=True)
         # The final state: reads by effect (every key), and v2 reads through every replica.
         probe_paths(publisher, collector, streams, witnesses, phase="final", timeout=params.settle_bound / 2)
-        for key in keys:
-            if key.api == "v2":
-                for slot in slots:
-                    if slot.up:
-                        do_op(history, key, "get", slot.gateway, params.client_timeout, phase="final")
+        def final_reads(key: Key) -> None:  # one thread per key: each key's reads stay one after the other
+            for slot in slots:
+                if slot.up:
+                    do_op(history, key, "get", slot.gateway, params.client_timeout, phase="final")
+        readers = [threading.Thread(target=final_reads, args=(k,), daemon=True) for k in keys if k.api == "v2"]
+        for t in readers:
+            t.start()
+        for t in readers:
+            t.join(params.client_timeout * len(slots) + 5)
         collector.stop()
         after = time.time()  # one more poll of each replica after the final reads: the end state of the fleet
         wait_for(lambda: all(poller.latest.get(n, {}).get("time", 0) > after for n in names), timeout=10,
