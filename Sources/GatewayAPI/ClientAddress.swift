@@ -148,6 +148,9 @@ public enum ClientAddress {
 public struct GatewayRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// The original client's address, when the call was forwarded by another replica and its hop signature
+    /// checked (``OwnerRoutingMiddleware``); nil for every other call, whatever its headers say.
+    public var hopClient: String?
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
@@ -155,19 +158,18 @@ public struct GatewayRequestContext: RequestContext, RemoteAddressRequestContext
     }
 }
 
-/// Puts the client's address in ``ClientAddress/header`` for the handlers: kept when the request has it (a
-/// call forwarded by another replica, whose header ``OwnerRoutingMiddleware`` leaves only on authenticated
-/// forwarded calls), else resolved from the connection (``ClientAddress/resolve(peer:headers:trusted:)``).
-/// Placed after ``OwnerRoutingMiddleware``.
+/// Puts the client's address in ``ClientAddress/header`` for the handlers, replacing whatever the request
+/// said: the address an authentic hop named (``GatewayRequestContext/hopClient``, set by
+/// ``OwnerRoutingMiddleware``), else the one resolved from the connection
+/// (``ClientAddress/resolve(peer:headers:trusted:)``). Placed after ``OwnerRoutingMiddleware``.
 struct ClientAddressMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
     let trusted: TrustedProxies
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.headers[ClientAddress.header] == nil else { return try await next(request, context) }
         var head = request.head
-        head.headerFields[ClientAddress.header] = ClientAddress.resolve(
-            peer: context.remoteAddress?.ipAddress, headers: request.headers, trusted: trusted)
+        head.headerFields[ClientAddress.header] =
+            context.hopClient ?? ClientAddress.resolve(peer: context.remoteAddress?.ipAddress, headers: request.headers, trusted: trusted)
         return try await next(Request(head: head, body: request.body), context)
     }
 }

@@ -12,14 +12,16 @@ import HTTPTypes
 /// - Calls for apps this gateway does not serve, and admin calls without the admin token, are answered here.
 /// - A forwarded call is signed with the cluster secret (method, target, body, the original client's address,
 ///   a timestamp and a nonce) and carries `x-push-forwarded`; the owner checks the signature before anything
-///   else and answers or refuses (`x-push-not-owner`), never forwards again. Only an authentic hop may carry
-///   the client's address (`x-push-client-address`): the header is removed from every other call.
+///   else and answers or refuses (`x-push-not-owner`), never forwards again. Only an authentic hop may name the
+///   client's address (`x-push-client-address`, then ``GatewayRequestContext/hopClient``); for every other call
+///   ``ClientAddressMiddleware`` replaces the header with the address of the connection.
 /// - One deadline (`http.ownerWaitMs`) bounds the whole call. At most ``Forwarding/maximumAttempts`` attempts:
 ///   a call is sent again only after a "not owner" answer or when it certainly never reached the owner
 ///   (connection refused). A call that may have reached the owner without an answer is never sent again: a write
 ///   then gets `504 timeout` (its outcome is unknown: read before retrying).
 /// - The owner's answer passes back with its status (1xx is not relayed: 502), body and the API's headers.
-struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
+struct OwnerRoutingMiddleware: RouterMiddleware {
+    typealias Context = GatewayRequestContext
     static var forwardedHeader: HTTPField.Name { HTTPField.Name("x-push-forwarded")! }
     static var notOwnerHeader: HTTPField.Name { HTTPField.Name("x-push-not-owner")! }
     static var clientAddressHeader: HTTPField.Name { HTTPField.Name("x-push-client-address")! }
@@ -41,9 +43,6 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
         let forwarded = request.headers[Self.forwardedHeader] != nil
-        let claimedClient = request.headers[Self.clientAddressHeader]
-        // Only an authentic hop may say who the client is.
-        if claimedClient != nil { request = Self.setting(Self.clientAddressHeader, to: nil, in: request) }
         guard let call = Self.call(of: request.uri.path) else {
             if forwarded { return Routes.errorResponse(.badRequest("only app calls are forwarded between replicas")) }
             return try await next(request, context)
@@ -57,7 +56,7 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
             return Routes.errorResponse(error)
         }
         if forwarded {
-            return try await answerForwarded(request, context: context, claimedClient: claimedClient, next: next)
+            return try await answerForwarded(request, context: context, next: next)
         }
         // Answered here without asking anyone: apps not served (404/403 from the routes), methods the API does not
         // have, and admin calls without the admin token.
@@ -140,10 +139,11 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
 
     /// A call another replica forwarded here: authentic or refused; answered here or refused as "not owner".
     private func answerForwarded(
-        _ request: Request, context: Context, claimedClient: String?,
+        _ request: Request, context: Context,
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         var request = request
+        var context = context
         let body: [UInt8]
         do {
             body = Array(try await request.body.collect(upTo: Forwarding.maximumBody).readableBytesView)
@@ -152,14 +152,13 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
         }
         var headers: [(name: String, value: String)] = []
         for field in request.headers { headers.append((field.name.canonicalName, field.value)) }
-        if let claimedClient { headers.append((Self.clientAddressHeader.canonicalName, claimedClient)) }
         let call = ForwardedRequest(method: request.method.rawValue, pathAndQuery: request.uri.string, headers: headers, body: body)
         guard case .authentic(let client) = routing.authenticate(forwarded: call) else {
             return Routes.errorResponse(
                 APIError(.forbidden, "forbidden", "x-push-forwarded is for calls between replicas, signed with the cluster secret"))
         }
         guard let app = Self.call(of: request.uri.path)?.app else { return Routes.errorResponse(.badRequest("not an app call")) }
-        request = Self.setting(Self.clientAddressHeader, to: client, in: request)
+        context.hopClient = client
         request.body = .init(buffer: ByteBuffer(bytes: body))
         switch await routing.route(app: app, forwarded: true, deadline: .now) {
         case .local:
@@ -169,13 +168,6 @@ struct OwnerRoutingMiddleware<Context: RequestContext>: RouterMiddleware {
             response.headers[Self.notOwnerHeader] = "1"
             return response
         }
-    }
-
-    /// `request` with header `name` set to `value` (removed when nil).
-    static func setting(_ name: HTTPField.Name, to value: String?, in request: Request) -> Request {
-        var head = request.head
-        head.headerFields[name] = value
-        return Request(head: head, body: request.body)
     }
 
     static func response(_ answer: ForwardedResponse) -> Response {

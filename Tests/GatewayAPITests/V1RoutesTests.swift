@@ -37,6 +37,30 @@ final class V1RoutesTests: XCTestCase {
         return try XCTUnwrap(object)
     }
 
+    /// A client cannot choose its own rate-limit key: `x-push-client-address` is believed only from an authentic
+    /// hop between replicas (issue 17), never from the request.
+    func testAClientSentClientAddressIsNotBelieved() async throws {
+        var quotas = AppQuotas()
+        quotas.clientWritesPerSecond = 0.001
+        quotas.clientWriteBurst = 2
+        var settings = AppSettings()
+        settings.quotas = quotas
+        let harness = try GatewayHarness(apps: ["toto": settings])
+        try await harness.start()
+        addTeardownBlock { await harness.stop() }
+        let router = Routes.router(
+            subscriptions: harness.service, v2: harness.service, probe: Probe(health: Health(), store: harness.store, metrics: harness.metrics))
+        try await Application(router: router).test(.router) { client in
+            var statuses: [HTTPResponse.Status] = []
+            for n in 0..<3 {
+                try await client.execute(
+                    uri: "/base/toto/.wakeup/x?id=dev\(n)", method: .put, headers: [ClientAddress.header: "198.51.100.\(n)"]
+                ) { response in statuses.append(response.status) }
+            }
+            XCTAssertEqual(statuses, [.noContent, .noContent, .tooManyRequests])
+        }
+    }
+
     func testSubscribeRefreshAndUnsubscribe() async throws {
         let fixture = try await makeFixture()
         try await fixture.app.test(.router) { client in
