@@ -26,8 +26,9 @@ final class ChangeConsumer: Service, Sendable {
     private let health: Health
     private let sweeper: RevocationSweeper
     private let drainTimeout: Duration
-    /// How long a fenced partition may stay in the group's assignment before this replica rejoins the group.
-    private let rejoinAfter: Duration
+    /// How long a superseded partition may stay in the group's assignment, with no rebalance, before this replica
+    /// takes it back.
+    private let takeBackAfter: Duration
     /// How long a partition that did not fit the byte budget waits before it is loaded again.
     private let overBudgetRetry: Duration
     private let logger: Logger
@@ -47,9 +48,9 @@ final class ChangeConsumer: Service, Sendable {
     init(
         consumer: KafkaConsumer, topic: String, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
-        drainTimeout: Duration, rejoinAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60), logger: Logger
+        drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60), logger: Logger
     ) {
-        self.rejoinAfter = rejoinAfter
+        self.takeBackAfter = takeBackAfter
         self.overBudgetRetry = overBudgetRetry
         self.sweeper = sweeper
         self.consumer = consumer
@@ -73,19 +74,12 @@ final class ChangeConsumer: Service, Sendable {
     private func rebalanced(_ event: RebalanceEvent) {
         switch event {
         case .assigned(let topicPartitions):
-            let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
-            consumer.pause(topicPartitions)
-            ledger.assigned(partitions)
             // The group coordinator answered: Kafka can be reached (whatever the producer says).
             health.kafkaReachable()
-            let (owned, ready, loads) = ownership.withLock { ownership in
-                ownership.owned.formUnion(partitions)
-                ownership.fenced.subtract(partitions)
-                return (ownership.owned, ownership.ready, ownership.loads)
-            }
-            health.assigned(owned: owned, ready: ready)
-            membership.update(owned: owned, ready: ready)
-            for partition in partitions { loads?.yield(partition) }
+            // A rebalance ended. A partition given up as superseded that the group's new generation still assigns
+            // here is this replica's after all: it is taken back (loaded again, with a new marker).
+            let confirmed = ownership.withLock { $0.fenced }.filter { consumer.assignment().contains(TopicPartition(topic: topic, partition: $0)) }
+            take(Set(topicPartitions.filter { $0.topic == topic }.map(\.partition)).union(confirmed))
         case .revoked(let topicPartitions, let lost):
             let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
             let gone = Set(partitions)
@@ -169,27 +163,40 @@ final class ChangeConsumer: Service, Sendable {
 
     /// The state topic shows that another replica took `partition` over (``OwnershipFence``) while the group has
     /// not told this one yet (it was frozen, or cut off from the coordinator): it stops consuming and serving the
-    /// partition at once, as for a lost revocation. If the group still has not taken it back after a while (a
-    /// broker that keeps a stale member's assignment), this replica leaves and joins the group again, so that
-    /// the group's view and the log's agree.
+    /// partition at once, as for a lost revocation. The group decides what comes next: a rebalance that takes the
+    /// partition away ends it; one that leaves it here (or none at all within `takeBackAfter` while it is still
+    /// assigned here: a broker that keeps a stale member's assignment) makes this replica take it back.
     func fenced(_ partition: Int32) {
         let topicPartition = TopicPartition(topic: topic, partition: partition)
         consumer.pause([topicPartition])
         forget([partition], fenced: true)
         abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
-        DispatchQueue.global().asyncAfter(deadline: .now() + rejoinAfter.seconds) { [self] in
+        DispatchQueue.global().asyncAfter(deadline: .now() + takeBackAfter.seconds) { [self] in
+            // No rebalance came to say who owns it, and the group still assigns it here: taken back (the other
+            // replica, if it still believes it owns it, is superseded in turn).
             let stale = ownership.withLock { $0.fenced.contains(partition) }
             guard stale, !stopping.load(ordering: .relaxed), consumer.assignment().contains(topicPartition) else { return }
             logger.warning(
-                "the consumer group still assigns a partition another replica has taken: leaving and joining the group again",
+                "the consumer group still assigns a partition another replica wrote to: taking it back",
                 metadata: ["kafka.partition": "\(partition)"])
-            do {
-                try consumer.rejoin(topics: [topic])
-            } catch {
-                logger.error("cannot join the consumer group again", metadata: ["error": "\(error)"])
-            }
+            take([partition])
         }
+    }
+
+    /// Partitions assigned here (by the group, or confirmed after they were superseded): paused until loaded.
+    private func take(_ partitions: Set<Int32>) {
+        guard !partitions.isEmpty else { return }
+        consumer.pause(partitions.map { TopicPartition(topic: topic, partition: $0) })
+        ledger.assigned(Array(partitions))
+        let (owned, ready, loads) = ownership.withLock { ownership in
+            ownership.owned.formUnion(partitions)
+            ownership.fenced.subtract(partitions)
+            return (ownership.owned, ownership.ready, ownership.loads)
+        }
+        health.assigned(owned: owned, ready: ready)
+        membership.update(owned: owned, ready: ready)
+        for partition in partitions.sorted() { loads?.yield(partition) }
     }
 
     // MARK: Service

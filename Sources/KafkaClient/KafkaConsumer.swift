@@ -51,14 +51,6 @@ public final class KafkaConsumer: @unchecked Sendable {
         guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "subscribe") }
     }
 
-    /// Leaves the group and joins it again for `topics` (every partition is revoked, then assigned anew): for a
-    /// member whose assignment the group and the member no longer agree on.
-    public func rejoin(topics: [String]) throws {
-        let result = rd_kafka_unsubscribe(client)
-        guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "unsubscribe") }
-        try subscribe(topics: topics)
-    }
-
     public enum PollResult: Sendable {
         case record(KafkaRecord)
         case error(KafkaError)
