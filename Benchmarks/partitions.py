@@ -79,6 +79,8 @@ class Replica:
                       "snapshotRequestsTopic": f"snap.{suffix}", "membersTopic": f"members.{suffix}",
                       "properties": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}},
             "state": {"standbyReplicas": standbys},
+            # Replicas sign the calls they forward and their members records (issue 17; older binaries ignore it).
+            "cluster": {"secret": "benchmark-cluster-secret-0123456789abcdef"},
             "logging": {"format": "json", "level": "notice"},
             "apps": {f"app{i}": {"authKeys": [{"alg": "HS256", "secret": SECRET}]} for i in range(APPS)},
         }

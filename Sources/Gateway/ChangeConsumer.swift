@@ -243,6 +243,7 @@ final class ChangeConsumer: Service, Sendable {
             }
           } onGracefulShutdown: {
             self.stopping.store(true, ordering: .relaxed)
+            self.membership.shutdownBegins()
           }
         } onCancel: {
             self.stopping.store(true, ordering: .relaxed)

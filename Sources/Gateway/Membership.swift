@@ -61,6 +61,17 @@ final class Membership: Service, Sendable {
 
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
+    private let shuttingDown = Atomic<Bool>(false)
+
+    /// The replica is shutting down: calls no longer wait for an owner to appear (a call held past the shutdown
+    /// bound would make the process exit with an error).
+    var isShuttingDown: Bool { shuttingDown.load(ordering: .relaxed) }
+
+    /// Called as the shutdown begins: the calls waiting for a view change are woken (they answer 503 now).
+    func shutdownBegins() {
+        shuttingDown.store(true, ordering: .relaxed)
+        noteChange()
+    }
 
     init(
         consumer: any LogReader, sink: any RecordSink, store: StateStore, topic: String, group: String, address: String,

@@ -47,6 +47,9 @@ struct RequestRouter: RequestRouting {
             if partition >= 0, let reason = kafka?.notWritableReason {
                 return .unavailable(reason: "no replica serves the application's partition right now: \(reason); retry")
             }
+            if membership.isShuttingDown {
+                return .unavailable(reason: "this replica is stopping and no owner of the application's partition is known to it; retry")
+            }
             let left = deadline - ContinuousClock.now
             guard left > .zero else {
                 return .unavailable(reason: "no replica serves the application's partition right now (rebalance); retry")
@@ -67,9 +70,11 @@ struct RequestRouter: RequestRouting {
         guard left > .milliseconds(1) else { return .notSent(reason: "the call's deadline passed") }
         var headers = request.headers
         headers.append((ClusterKey.hopHeader, key.signHop(request)))
+        // While this replica stops, a call may not hold the shutdown long (an owner that hangs gets 2 s).
+        let timeout = membership.isShuttingDown ? min(left, forwardTimeout, .seconds(2)) : min(left, forwardTimeout)
         var call = HTTPRequest(
             method: HTTPMethod(rawValue: request.method), url: address + request.pathAndQuery, headers: headers,
-            body: request.body, timeout: min(left, forwardTimeout))
+            body: request.body, timeout: timeout)
         call.http1 = true
         call.pathAsIs = true
         do {
