@@ -141,6 +141,37 @@ final class OwnershipFenceTests: XCTestCase {
         XCTAssertEqual(devices(b), ["one", "two", "three"])
     }
 
+    /// Lost while loading and assigned again at once (issue 17, finding 11): whatever the interleaving, the
+    /// partition ends loaded and owned, and the stale load ends without effect.
+    func testAPartitionLostAndRegainedWhileLoadingEndsLoaded() async throws {
+        let a = try await harness(owning: [])
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        let store = a.store
+        a.log.holdAcknowledgements()
+        let first = Task { [store, index] in await store.load(index) }
+        try await Task.sleep(for: .milliseconds(50))
+        store.release(index, keepAsStandby: false)
+        let second = Task { [store, index] in await store.load(index) }
+        try await Task.sleep(for: .milliseconds(50))
+        a.log.releaseAcknowledgements()
+        let stale = await first.value
+        let loaded = await second.value
+        XCTAssertNil(stale, "a load given up meanwhile must end without a partition")
+        let partition = try XCTUnwrap(loaded)
+        XCTAssertNotNil(partition.promote())
+        XCTAssertEqual(store.partition(index)?.role, .owner)
+        try await subscribe(a, device: "after")
+        XCTAssertEqual(devices(a), ["after"])
+        // Released and loaded again, many times, quickly: always ends loaded.
+        for _ in 0..<20 {
+            store.release(index, keepAsStandby: false)
+            let again = await store.load(index)
+            XCTAssertNotNil(again?.promote())
+        }
+        try await subscribe(a, device: "last")
+        XCTAssertEqual(devices(a), ["after", "last"])
+    }
+
     // MARK: Reads and notifications
 
     func testAReadWithALapsedLeaseAsksTheLogFirst() async throws {
