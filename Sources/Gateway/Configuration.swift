@@ -315,6 +315,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard http.ownerWaitMs <= 600_000, http.forwardTimeoutMs <= 600_000, http.writeTimeoutMs <= 600_000 else {
             throw ConfigurationError("http.ownerWaitMs, http.forwardTimeoutMs and http.writeTimeoutMs must be at most 600000")
         }
+        // A cluster secret that cannot be used fails the start, not the first forwarded call.
+        _ = try cluster.resolvedKey()
         try validateEndpoints()
         for (name, app) in apps {
             guard !name.isEmpty else { throw ConfigurationError("an app has an empty name") }

@@ -1,3 +1,4 @@
+import Foundation
 import XCTest
 
 @testable import Gateway
@@ -14,5 +15,24 @@ final class ConfigurationEnvironmentTests: XCTestCase {
         XCTAssertEqual(configuration.kafka.properties["sasl.password"], "s3cret")
         let none = try GatewayConfiguration.load(file: nil, environment: ["PUSH_KAFKA_SASL_PASSWORD": ""])
         XCTAssertNil(none.kafka.properties["sasl.password"])
+    }
+
+    /// Values that trapped or made no sense at run time are configuration errors (issue 17, finding 10).
+    func testValuesThatWouldTrapAreRefusedAtStart() throws {
+        func refused(_ yaml: String, file: StaticString = #filePath, line: UInt = #line) {
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).yaml").path
+            XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(yaml.utf8)))
+            defer { try? FileManager.default.removeItem(atPath: path) }
+            XCTAssertThrowsError(try GatewayConfiguration.load(file: path, environment: [:]), yaml, file: file, line: line)
+        }
+        refused("shutdown: {drainSeconds: .inf}")
+        refused("shutdown: {drainSeconds: 1e9}")
+        refused("http: {ownerWaitMs: 99999999999}")
+        refused("http: {advertisedAddress: 'http://10.0.0.5:8080/path'}")
+        refused("http: {advertisedAddress: 'http://user@10.0.0.5:8080'}")
+        refused("http: {advertisedAddress: '10.0.0.5:8080'}")
+        refused("cluster: {secret: 'too-short'}")
+        refused("apps: {a: {subscriptionTTLSeconds: 9223372036854775000}}")
+        XCTAssertNoThrow(try GatewayConfiguration.load(file: nil, environment: ["PUSH_HTTP_ADVERTISED_ADDRESS": "http://10.0.0.5:8080"]))
     }
 }
