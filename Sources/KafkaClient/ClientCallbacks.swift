@@ -95,6 +95,12 @@ private func kafkaErrorCallback(_ client: OpaquePointer?, _ code: Int32, _ reaso
 private func kafkaLogCallback(_ client: OpaquePointer?, _ level: Int32, _ facility: UnsafePointer<CChar>?, _ text: UnsafePointer<CChar>?) {
     guard let callbacks = ClientCallbacks.from(client) else { return }
     let facilityName = facility.map { String(cString: $0) } ?? ""
+    // Debug lines come only when the `debug` property asks for them (a diagnosis): every one is kept.
+    if level >= 7 {
+        let message = text.map { String(cString: $0) } ?? ""
+        callbacks.logger.debug("\(message)", metadata: ["kafka.facility": .string(facilityName)], source: "librdkafka")
+        return
+    }
     guard case .log(let suppressed) = callbacks.limiter.decide(facility: "log:\(facilityName)") else { return }
     let logLevel: Logger.Level
     switch level {

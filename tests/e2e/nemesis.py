@@ -1014,6 +1014,8 @@ def run(params: Params, workdir: str, broker, fake, history_path: Optional[str] 
                   "heartbeat.interval.ms": str(max(500, params.session_timeout_ms // 6))}
     if params.rdkafka_debug:
         properties["debug"] = params.rdkafka_debug
+        # librdkafka's debug lines are logged at debug level.
+        stack.config["logging"]["level"] = "debug"
     properties.update(extra_properties or {})
     stack.config["kafka"]["properties"].update(properties)
     stack.config["shutdown"] = {"drainSeconds": params.drain_seconds}
