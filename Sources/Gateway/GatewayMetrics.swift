@@ -30,6 +30,9 @@ public final class GatewayMetrics: Sendable {
     public let stateBytesLimit: Gauge
     /// Owned partitions not served because they do not fit the byte budget (set at scrape time).
     public let partitionsOverBudget: Gauge
+    /// 1 while the change consumer is a steady member of its group (between rebalances), from librdkafka's
+    /// statistics (every 5 s).
+    public let consumerGroupSteady: Gauge
     private let counters = Mutex<[String: Counter]>([:])
 
     /// `pushgateway_<name>_<unit>`.
@@ -70,6 +73,10 @@ public final class GatewayMetrics: Sendable {
                 "state_load_duration", unit: "seconds", help: "How long the last load (or promotion) of an owned state partition took"))
         stateBytes = registry.makeGauge(
             descriptor: Self.name("state_bytes", help: "Estimated bytes of state (subscriptions, shadows) this replica holds"))
+        consumerGroupSteady = registry.makeGauge(
+            descriptor: Self.name(
+                "consumer_group_steady",
+                help: "1 while the change consumer is a steady member of its group (no rebalance under way), from librdkafka's statistics"))
         partitionsOverBudget = registry.makeGauge(
             descriptor: Self.name(
                 "partitions_over_budget", help: "Partitions this replica owns but does not serve: they do not fit its state byte budget"))
@@ -265,7 +272,13 @@ public final class GatewayMetrics: Sendable {
     /// Sets the lag of each assigned change partition from librdkafka's statistics JSON
     /// (`topics.<topic>.partitions.<n>.consumer_lag`, -1 when unknown).
     public func recordConsumerLag(statistics: [UInt8], topic: String) {
-        guard let partitions = (try? JSONParser.parse(statistics))?["topics"]?[topic]?["partitions"]?.objectValue else { return }
+        guard let document = try? JSONParser.parse(statistics) else { return }
+        // The consumer group's join state: "steady" between rebalances. A member that never gets back to it (a
+        // coordinator that never completes a rebalance) owns nothing new: the alert and the nemesis run read it.
+        if let joinState = document["cgrp"]?["join_state"]?.stringValue {
+            consumerGroupSteady.set(joinState == "steady" ? 1.0 : 0.0)
+        }
+        guard let partitions = document["topics"]?[topic]?["partitions"]?.objectValue else { return }
         for (key, partition) in partitions {
             guard let number = Int32(key.string), number >= 0, let lag = partition["consumer_lag"]?.doubleValue else { continue }
             let gauge = lagGauges.withLock { gauges in

@@ -751,6 +751,8 @@ class OwnershipPoller:
                 states = partition_states(metrics.body)
             except AssertionError:
                 states = []
+            steady = [x.value for x in parse_prometheus(metrics.body) if x.name == "pushgateway_consumer_group_steady"]
+            rec["group_steady"] = bool(steady[0]) if steady else None
             rec.update(ok=True, states=[f"{p}:{r}:{s}" for p, r, s in sorted(states)],
                        ready=sorted(p for p, r, s in states if r == "owner" and s == "ready"),
                        loading=sorted(p for p, r, s in states if s == "loading"))

@@ -49,9 +49,10 @@ class H:
         self.records.append({"type": "fault", "kind": kind, "target": target, "start": T0 + start, "end": T0 + end})
         return self
 
-    def poll(self, replica: str, at: float, ready=(), loading=(), ok: bool = True, readyz: int = 200) -> "H":
+    def poll(self, replica: str, at: float, ready=(), loading=(), ok: bool = True, readyz: int = 200,
+             steady=None) -> "H":
         self.records.append({"type": "ownership", "replica": replica, "time": T0 + at, "ok": ok, "ready": list(ready),
-                             "loading": list(loading), "readyz": readyz if ok else None})
+                             "loading": list(loading), "readyz": readyz if ok else None, "group_steady": steady})
         return self
 
     def quiet(self, at: float) -> "H":
@@ -264,6 +265,33 @@ def test_a_partition_left_loading_is_reported():
     assert kinds(report) == {"unowned-partitions": 2}, report.lines()
     assert "never covered" in report.violations[0].message and "[3]" in report.violations[0].message
     assert "replicas not ready" in report.violations[1].message
+
+
+def test_a_group_that_never_settles_is_the_brokers_not_the_gateways():
+    """No replica's consumer is a steady group member for the whole window (the coordinator never completes a
+    rebalance): partitions left without an owner are reported as the broker's, and the events of those partitions
+    published meanwhile are not counted as missed. With a steady group, the same ownership is a violation."""
+    import zlib
+    app_partition = zlib.crc32(b"app") % 4
+    owned = sorted(set(range(4)) - {app_partition})
+
+    def history(steady):
+        h = H(partitions=4).fault("term", 10, 12, "r1").stable("s", "tok-s", created=0).event(1, 5, 5.1)
+        h.note("tok-s", 1, 5.5)
+        t = 12.0
+        while t < 90:
+            h.poll("r0", t, ready=owned, steady=steady).poll("r1", t + 0.01, readyz=503, steady=steady)
+            t += 1
+        h.event(2, 40, 40.1)  # published while its partition has no owner
+        return h.quiet(85).check(coverage_bound=60)
+
+    stalled = history(steady=False)
+    assert stalled.ok, stalled.lines()
+    assert [b.kind for b in stalled.broker] == ["group-stalled", "group-stalled"], stalled.lines()
+    assert stalled.stats["events_waiting_for_the_broker"] == 1
+    assert any(line.startswith("BROKER [group-stalled]") for line in stalled.lines())
+    steady = history(steady=True)
+    assert kinds(steady) == {"missed-notification": 1, "unowned-partitions": 2}, steady.lines()
 
 
 def test_a_fault_starting_before_recovery_takes_the_blame():
