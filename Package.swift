@@ -101,6 +101,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 // The request context's peer address, the server's request deadline handler.
                 .product(name: "NIOCore", package: "swift-nio"),
+                // The request line as received (origin-form targets only).
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

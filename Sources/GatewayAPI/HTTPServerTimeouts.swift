@@ -2,6 +2,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOHTTP1
 
 /// The HTTP/1.1 server with the gateway's connection timeouts (issue 17, finding 7):
 /// - an idle timeout (`http.idleTimeoutMs`): a connection with no request in progress is closed (Hummingbird's);
@@ -34,7 +35,12 @@ struct ReadDeadlineChannel: ServerChildChannel {
         } catch {
             return channel.eventLoop.makeFailedFuture(error)
         }
-        return inner.setup(channel: channel, logger: logger)
+        return inner.setup(channel: channel, logger: logger).flatMapThrowing { value in
+            // Right after the HTTP decoder, where the request target is still the one the client sent.
+            let decoder = try channel.pipeline.syncOperations.handler(type: ByteToMessageHandler<HTTPRequestDecoder>.self)
+            try channel.pipeline.syncOperations.addHandler(OriginFormHandler(), position: .after(decoder))
+            return value
+        }
     }
 
     func handle(value: Value, logger: Logger) async {

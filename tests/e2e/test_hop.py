@@ -6,9 +6,8 @@ what a replica forwards, the tests also make the listener the "owner" of an app'
 record signed with the cluster secret (only the test and the replicas know it), published again every half
 second so that it stays the latest claim.
 
-- Request targets that are not a plain path (`*@host…`, `//host…`, dot-segments however encoded) get 4xx and
-  never reach any other host. The absolute-form (`http://host/path`), which an HTTP/1.1 server must accept, is
-  read as its path: the host in it is never used.
+- Request targets that are not a plain path (`*@host…`, `//host…`, absolute-form `http://host/…`, authority-form,
+  dot-segments however encoded) get 4xx and never reach any other host.
 - Calls for unknown apps, and admin calls without the admin token, are answered by the replica that got them.
 - What is forwarded is rebuilt: an origin-form target of checked segments, the known query parameters, the
   Authorization header, a hop signature; no userinfo, no `Basic` header, no client-chosen x-push-* headers.
@@ -286,11 +285,12 @@ def test_request_targets_never_reach_another_host(pair):
                 status, answer, _ = raw_request(replica.http_port, request_line(method, target))
                 assert 400 <= status < 500, f"{method} {target} through {replica.name}: {answer[:300]!r}"
                 assert b"leak" not in answer
-            # The absolute-form, which HTTP/1.1 servers must accept (RFC 9112 §3.2.2), is read as its path: the
-            # host in it is never used.
-            status, answer, _ = raw_request(replica.http_port, request_line(
-                "PUT", f"http://{host}/base/{APP}/.wakeup/x?id={token}"))
-            assert status == 204 and b"leak" not in answer, answer[:300]
+            # The absolute-form and the authority-form name a host: refused before anything reads them.
+            for target in (f"http://{host}/base/{APP}/.wakeup/x?id={token}", f"https://{host}/metrics"):
+                status, answer, _ = raw_request(replica.http_port, request_line("PUT", target))
+                assert status == 400 and b"origin-form" in answer, (target, answer[:300])
+            status, answer, _ = raw_request(replica.http_port, request_line("PUT", host))  # the parser refuses it
+            assert status == 400, answer[:300]
         # Even with the listener as the (forged, signed) owner of the app's partition, none of them is forwarded.
         with ForgedOwner(Members(stack), listener.address, partition):
             until_forwarded(listener, other, f"/base/{APP}/.wakeup/probe?id={token}")
@@ -299,10 +299,9 @@ def test_request_targets_never_reach_another_host(pair):
                 status, answer, _ = raw_request(other.http_port, request_line(method, target))
                 assert 400 <= status < 500, f"{method} {target}: {answer[:300]!r}"
             assert listener.count() == before, listener.requests[before:]
-            # Absolute-form: forwarded to the owner as its path, never to the host it names.
-            raw_request(other.http_port, request_line("PUT", f"http://169.254.169.254:80/base/{APP}/.wakeup/x?id={token}"))
-            assert listener.requests[-1].startswith(f"PUT /base/{APP}/.wakeup/x?id={token} HTTP/1.1".encode())
-            before = listener.count()
+            status, _, _ = raw_request(other.http_port, request_line("PUT", f"http://169.254.169.254:80/base/{APP}/.wakeup/x?id={token}"))
+            assert status == 400
+            assert listener.count() == before, listener.requests[before:]
             # A call for an app the gateway does not serve, and an admin call without the admin token, are
             # answered here.
             status, _, _ = raw_request(other.http_port, request_line("PUT", f"/base/nosuchapp/.wakeup/x?id={token}"))
