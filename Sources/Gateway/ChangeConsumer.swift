@@ -79,7 +79,11 @@ final class ChangeConsumer: Service, Sendable {
             // A rebalance ended. A partition given up as superseded that the group's new generation still assigns
             // here is this replica's after all: it is taken back (loaded again, with a new marker).
             let confirmed = ownership.withLock { $0.fenced }.filter { consumer.assignment().contains(TopicPartition(topic: topic, partition: $0)) }
-            take(Set(topicPartitions.filter { $0.topic == topic }.map(\.partition)).union(confirmed))
+            // A partition assigned again while owned is loaded again: records fetched meanwhile are dropped, so it
+            // is read again from its committed offset too.
+            let assigned = Set(topicPartitions.filter { $0.topic == topic }.map(\.partition))
+            let again = assigned.intersection(ownership.withLock { $0.owned })
+            take(assigned.subtracting(again), takenBack: Set(confirmed).union(again))
         case .revoked(let topicPartitions, let lost):
             let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
             let gone = Set(partitions)
@@ -180,14 +184,26 @@ final class ChangeConsumer: Service, Sendable {
             logger.warning(
                 "the consumer group still assigns a partition another replica wrote to: taking it back",
                 metadata: ["kafka.partition": "\(partition)"])
-            take([partition])
+            take([], takenBack: [partition])
         }
     }
 
-    /// Partitions assigned here (by the group, or confirmed after they were superseded): paused until loaded.
-    private func take(_ partitions: Set<Int32>) {
+    /// Partitions assigned here (by the group), and ones taken back after they were superseded: paused until
+    /// loaded. A partition taken back is read again from its committed offset: the records fetched while it was
+    /// superseded were dropped unfinished (the group's assignment would have started there too).
+    private func take(_ assigned: Set<Int32>, takenBack: Set<Int32> = []) {
+        let partitions = assigned.union(takenBack)
         guard !partitions.isEmpty else { return }
         consumer.pause(partitions.map { TopicPartition(topic: topic, partition: $0) })
+        if !takenBack.isEmpty {
+            do {
+                try consumer.seekToCommitted(takenBack.map { TopicPartition(topic: topic, partition: $0) }, timeoutMs: 10_000)
+            } catch {
+                logger.error(
+                    "cannot read a partition taken back from its committed offset: its unfinished records may be skipped",
+                    metadata: ["kafka.partitions": "\(takenBack.sorted())", "error": "\(error)"])
+            }
+        }
         ledger.assigned(Array(partitions))
         let (owned, ready, loads) = ownership.withLock { ownership in
             ownership.owned.formUnion(partitions)

@@ -42,6 +42,13 @@ final class EventProcessor: Sendable {
     /// Handles one record. Blocks while too many records are unfinished.
     func handle(_ record: KafkaRecord) {
         ledger.waitForCapacity()
+        // A record of a partition given up (revoked, or superseded) that was already fetched: left to the partition's
+        // next owner, which reads it again from the committed offset. Not tracked here: nothing of it may hold the
+        // partition's offsets or this replica's capacity.
+        guard store.partition(record.partition)?.role == .owner else {
+            ledger.giveBack()
+            return
+        }
         ledger.start(partition: record.partition, offset: record.offset)
         let ticket = tickets.open(partition: record.partition, offset: record.offset)
         defer { tickets.release(ticket) }

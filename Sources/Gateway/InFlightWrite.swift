@@ -11,6 +11,8 @@ struct InFlightWrite {
     var result: Result<Int64, KafkaError>?
     /// Called once the record is applied (true) or failed (false), outside the lock.
     var onSettled: (@Sendable (Bool) -> Void)?
+    /// Called (before `onSettled(false)`) when the write failed in a way that may still have stored it.
+    var onMaybeStored: (@Sendable () -> Void)?
     /// Not an API write: later decisions about the same subscription do not wait for it.
     var uncounted = false
     /// The write creates a subscription: reserved in its app's quota counts until applied.

@@ -62,7 +62,8 @@ final class InMemoryLog: RecordSink, Sendable {
             let position = (partition, stored.offset)
             let losing = state.losing
             let acknowledge: @Sendable () -> Void = {
-                completion(losing ? .failure(KafkaError(message: "in-memory log: timed out (stored)")) : .success(position))
+                // RD_KAFKA_RESP_ERR__MSG_TIMED_OUT: stored, but the acknowledgement never came.
+                completion(losing ? .failure(KafkaError(code: -192, message: "in-memory log: timed out (stored)")) : .success(position))
             }
             if state.holding {
                 state.held.append(acknowledge)

@@ -172,9 +172,10 @@ final class PartitionState: Sendable {
     /// that later decisions about the same subscription must wait for (API writes).
     private func produce(
         _ record: StateRecord, in contents: inout PartitionContents, counted: Bool = false,
-        onSettled: (@Sendable (Bool) -> Void)?, deferred: inout Deferred
+        onSettled: (@Sendable (Bool) -> Void)?, onMaybeStored: (@Sendable () -> Void)? = nil, deferred: inout Deferred
     ) {
         var write = InFlightWrite(record: record, onSettled: onSettled)
+        write.onMaybeStored = onMaybeStored
         if counted, case .subscription(let subscription) = record {
             contents.pendingWrites[subscription.identity, default: 0] += 1
             if subscription.settings != nil, subscription.revoked == nil, let app = contents.existingApp(subscription.app),
@@ -264,6 +265,9 @@ final class PartitionState: Sendable {
                 if left <= 0, let waiters = contents.identityWaiters.removeValue(forKey: key) {
                     deferred.append { waiters.forEach { $0.resume() } }
                 }
+            }
+            if !stored, case .failure(let error) = result, error.maybeStored, let onMaybeStored = write.onMaybeStored {
+                deferred.append(onMaybeStored)
             }
             if let onSettled = write.onSettled {
                 let outcome = stored
@@ -476,7 +480,9 @@ final class PartitionState: Sendable {
                     guard !records.isEmpty else { return .success((value, nil)) }
                     let settlement = Settlement(count: records.count)
                     for record in records {
-                        produce(record, in: &contents, counted: true, onSettled: { settlement.settle($0) }, deferred: &deferred)
+                        produce(
+                            record, in: &contents, counted: true, onSettled: { settlement.settle($0) },
+                            onMaybeStored: { settlement.markMaybeStored() }, deferred: &deferred)
                     }
                     return .success((value, settlement))
                 } catch {
@@ -500,6 +506,13 @@ final class PartitionState: Sendable {
                     return value
                 }
                 if !(await settlement.wait()) {
+                    if settlement.maybeStored {
+                        // Sent, then timed out: the broker may have stored it, and a new owner would then load it.
+                        // Neither "done" nor "not done" can be promised.
+                        throw APIError(
+                            .gatewayTimeout, "timeout",
+                            "the change was sent to Kafka but not confirmed in time: it may or may not have been made; read it before retrying")
+                    }
                     if contents.withLock({ $0.fence?.fenced == true }) {
                         throw .notOwner("the application's partition was taken over by another replica; retry")
                     }

@@ -6,6 +6,8 @@ final class Settlement: Sendable {
     private struct State {
         var remaining: Int
         var allStored = true
+        /// A write failed in a way that may still have stored it (a timeout after it was sent).
+        var maybeStored = false
         var waiter: CheckedContinuation<Bool, Never>?
     }
 
@@ -29,6 +31,12 @@ final class Settlement: Sendable {
         waiter?.resume(returning: allStored)
         completion?(allStored)
     }
+
+    /// A write failed but may have been stored all the same (its outcome is unknown).
+    func markMaybeStored() { state.withLock { $0.maybeStored = true } }
+
+    /// After ``wait()``: whether a failed write may have been stored.
+    var maybeStored: Bool { state.withLock { $0.maybeStored } }
 
     func wait() async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in

@@ -1807,7 +1807,7 @@ public enum OpenAPIDocument {
         }
       },
       "OwnerTimeout": {
-        "description": "Only from a replica that forwarded the call to the one that owns the app's partition: no answer came within `http.ownerWaitMs`, and the change may or may not have been made. Read it before retrying (the call is never sent twice).",
+        "description": "The change may or may not have been made: it was sent to Kafka but not confirmed in time, or (from a replica that forwarded the call) the replica that owns the app's partition did not answer within `http.ownerWaitMs`. Read it before retrying (the call is never sent twice).",
         "content": {
           "application/json": {
             "schema": {
@@ -1815,7 +1815,7 @@ public enum OpenAPIDocument {
             },
             "example": {
               "status": "timeout",
-              "message": "the replica that owns the application did not answer in time: the change may or may not have been made; read it before retrying"
+              "message": "the change was sent to Kafka but not confirmed in time: it may or may not have been made; read it before retrying"
             }
           }
         }

@@ -51,6 +51,23 @@ public final class KafkaConsumer: @unchecked Sendable {
         guard result == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(result, context: "subscribe") }
     }
 
+    /// Moves the fetch position of `partitions` (assigned here) back to their committed offsets (the beginning when
+    /// none is committed), so that records fetched since are read again. Blocking, at most `timeoutMs`.
+    public func seekToCommitted(_ partitions: [TopicPartition], timeoutMs: Int32) throws {
+        guard !partitions.isEmpty else { return }
+        let list = try Self.list(Dictionary(uniqueKeysWithValues: partitions.map { ($0, Int64(RD_KAFKA_OFFSET_INVALID)) }))
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        let committed = rd_kafka_committed(client, list, timeoutMs)
+        guard committed == RD_KAFKA_RESP_ERR_NO_ERROR else { throw KafkaError(committed, context: "committed offsets") }
+        for index in 0..<Int(list.pointee.cnt) where list.pointee.elems[index].offset < 0 {
+            list.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
+        }
+        if let error = rd_kafka_seek_partitions(client, list, timeoutMs) {
+            defer { rd_kafka_error_destroy(error) }
+            throw KafkaError(code: rd_kafka_error_code(error).rawValue, message: String(cString: rd_kafka_error_string(error)))
+        }
+    }
+
     public enum PollResult: Sendable {
         case record(KafkaRecord)
         case error(KafkaError)

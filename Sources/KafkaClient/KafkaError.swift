@@ -41,6 +41,12 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
     /// The record was not stored within `message.timeout.ms`.
     public var isTimeout: Bool { code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue }
 
+    /// A produce that failed this way may still have been stored: it timed out (possibly after it was sent), or was
+    /// purged while in flight (a producer closed or replaced). Any other failure means it was not.
+    public var maybeStored: Bool {
+        code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue || code == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT.rawValue
+    }
+
     public var description: String { "KafkaError(\(code)): \(message)" }
 }
 
