@@ -598,6 +598,12 @@ final class PartitionState: Sendable {
         contents.withLock { contents in
             contents.repairs.remove(key)
             guard contents.role.isActive else { return }
+            // A write of this subscription is in flight: memory does not show it yet, so a record written now
+            // from memory would land after it and undo it (an acknowledged create lost). Later, once it is applied.
+            if (contents.pendingWrites[key] ?? 0) > 0 {
+                deferred.append { [self] in scheduleRepair(key, delay: delay) }
+                return
+            }
             let record: SubscriptionRecord
             if let settings = contents.existingApp(key.app)?.index.subscription(path: key.path, subscriber: key.subscriber) {
                 record = SubscriptionRecord(app: key.app, subscription: Subscription(path: key.path, subscriber: key.subscriber, settings: settings))

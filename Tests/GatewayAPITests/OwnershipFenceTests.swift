@@ -174,6 +174,55 @@ final class OwnershipFenceTests: XCTestCase {
         XCTAssertEqual(devices(a), ["after", "last"])
     }
 
+    /// An earlier owner's record of a subscription, found in the gap before this owner's own write of the same
+    /// subscription (its create, just acknowledged to nobody yet): rewriting the key from memory must not undo the
+    /// create (found by the nemesis run: a create answered 201, then lost).
+    func testRewritingAnEarlierOwnersRecordNeverUndoesAWriteInFlight() async throws {
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        try await subscribe(a, device: "one")
+        // A late record of an earlier owner (tagged otherwise, no marker): the same subscription, created.
+        let zombie = SubscriptionRecord(
+            app: Self.app,
+            subscription: Subscription(
+                path: try DataPath("/x"), subscriber: SubscriberKey(kind: .mobile, token: "two"),
+                settings: SubscriptionSettings(mode: .noData, format: .v1, expiresAt: Int64(Date().timeIntervalSince1970) + 3600)))
+        _ = a.log.produce(
+            KafkaRecord(
+                topic: GatewayHarness.stateTopic, partition: index, key: StateRecord.subscription(zombie).key,
+                value: StateRecord.subscription(zombie).value ?? [], headers: [KafkaHeader(name: OwnerTag.header, value: [1, 2, 3])]),
+            completion: { _ in })
+        try await subscribe(a, device: "two")  // lands after the zombie: the gap is read back, the key rewritten
+        try await Task.sleep(for: .milliseconds(1500))  // the rewrite (rescheduled after the write) has run
+        XCTAssertEqual(devices(a), ["one", "two"])
+        let last = records(a.log, partition: index).last { String(decoding: $0.key ?? [], as: UTF8.self).contains("\"two\"") }
+        XCTAssertEqual(last.map { !$0.value.isEmpty }, true, "the subscription's last record in the log is live")
+        let b = try await harness(log: a.log, owning: [index])
+        XCTAssertEqual(devices(b), ["one", "two"])
+    }
+
+    /// A key rewritten from memory while a write of it is in flight (a zombie's record found by another write's
+    /// gap): the rewrite waits for the write, or it would land after it and undo it.
+    func testARepairWaitsForAWriteInFlightOfTheSameSubscription() async throws {
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        let partition = try a.partition(ofApp: Self.app)
+        a.log.holdAcknowledgements()
+        let service = a.service
+        let request = V1SubscribeRequest(app: Self.app, path: try DataPath("/x"), deviceID: "two", mode: .noData, authToken: nil)
+        let create = Task { [service, request] in try await service.subscribe(request) }
+        try await Task.sleep(for: .milliseconds(50))
+        let key = RetryKey(app: Self.app, path: try DataPath("/x"), subscriber: SubscriberKey(kind: .mobile, token: "two"))
+        partition.scheduleRepair(key, delay: 0)
+        try await Task.sleep(for: .milliseconds(100))
+        a.log.releaseAcknowledgements()
+        try await create.value
+        try await Task.sleep(for: .milliseconds(800))
+        XCTAssertEqual(devices(a), ["two"], "the repair undid the create")
+        let last = records(a.log, partition: index).last { String(decoding: $0.key ?? [], as: UTF8.self).contains("\"two\"") }
+        XCTAssertEqual(last.map { !$0.value.isEmpty }, true)
+    }
+
     // MARK: Reads and notifications
 
     func testAReadWithALapsedLeaseAsksTheLogFirst() async throws {
