@@ -63,7 +63,7 @@ final class InMemoryLog: RecordSink, Sendable {
             let losing = state.losing
             let acknowledge: @Sendable () -> Void = {
                 // RD_KAFKA_RESP_ERR__MSG_TIMED_OUT: stored, but the acknowledgement never came.
-                completion(losing ? .failure(KafkaError(code: -192, message: "in-memory log: timed out (stored)")) : .success(position))
+                completion(losing ? .failure(KafkaError(code: -192, message: "in-memory log: timed out (stored)", possiblyPersisted: true)) : .success(position))
             }
             if state.holding {
                 state.held.append(acknowledge)

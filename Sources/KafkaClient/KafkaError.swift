@@ -6,16 +6,24 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
     public let message: String
     public let file: String
     public let line: Int
+    /// For a failed delivery: whether librdkafka knows the record was never sent (`false`), or it may have reached
+    /// the broker (`true`: sent, then no answer). `nil` when not known (not a delivery failure).
+    public let possiblyPersisted: Bool?
 
-    public init(code: Int32 = -1, message: String, file: String = #fileID, line: Int = #line) {
+    public init(code: Int32 = -1, message: String, possiblyPersisted: Bool? = nil, file: String = #fileID, line: Int = #line) {
         self.code = code
         self.message = message
+        self.possiblyPersisted = possiblyPersisted
         self.file = file
         self.line = line
     }
 
-    init(_ error: rd_kafka_resp_err_t, context: String, file: String = #fileID, line: Int = #line) {
-        self.init(code: error.rawValue, message: "\(context): \(String(cString: rd_kafka_err2str(error)))", file: file, line: line)
+    init(
+        _ error: rd_kafka_resp_err_t, context: String, possiblyPersisted: Bool? = nil, file: String = #fileID, line: Int = #line
+    ) {
+        self.init(
+            code: error.rawValue, message: "\(context): \(String(cString: rd_kafka_err2str(error)))",
+            possiblyPersisted: possiblyPersisted, file: file, line: line)
     }
 
     /// Transient errors librdkafka retries by itself (the record can be produced again later).
@@ -41,10 +49,14 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
     /// The record was not stored within `message.timeout.ms`.
     public var isTimeout: Bool { code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue }
 
-    /// A produce that failed this way may still have been stored: it timed out (possibly after it was sent), or was
-    /// purged while in flight (a producer closed or replaced). Any other failure means it was not.
+    /// A produce that failed this way may still have been stored: it timed out after it was sent, or was purged
+    /// while in flight (a producer closed or replaced). A record librdkafka reports as never sent
+    /// (`RD_KAFKA_MSG_STATUS_NOT_PERSISTED`: timed out in its queue, a broker unreachable from the start) was not,
+    /// nor was one that failed any other way.
     public var maybeStored: Bool {
-        code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue || code == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT.rawValue
+        guard code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue || code == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT.rawValue
+        else { return false }
+        return possiblyPersisted ?? true
     }
 
     public var description: String { "KafkaError(\(code)): \(message)" }

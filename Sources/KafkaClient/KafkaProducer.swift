@@ -205,6 +205,7 @@ private func kafkaDeliveryCallback(
     if error == RD_KAFKA_RESP_ERR_NO_ERROR {
         box.completion(.success((message.pointee.partition, message.pointee.offset)))
     } else {
-        box.completion(.failure(KafkaError(error, context: "delivery")))
+        let status = rd_kafka_message_status(message)
+        box.completion(.failure(KafkaError(error, context: "delivery", possiblyPersisted: status != RD_KAFKA_MSG_STATUS_NOT_PERSISTED)))
     }
 }

@@ -140,6 +140,7 @@ class Answer:
     latency: float
     retry_after: Optional[str] = None
     body: str = ""
+    device: str = ""  # the device a subscribe was for
 
 
 class Recorder:
@@ -300,10 +301,18 @@ class ApiProbe:
             r = self.session.put(wakeup_url(self.base, self.app, self.path, id=device, mode="noData"),
                                  timeout=self.client_timeout)
             answer = Answer(started, r.status_code, time.monotonic() - started, r.headers.get("Retry-After"),
-                            r.text[:300])
+                            r.text[:300], device)
         except requests.RequestException as exc:
-            answer = Answer(started, 0, time.monotonic() - started, None, repr(exc)[:300])
+            answer = Answer(started, 0, time.monotonic() - started, None, repr(exc)[:300], device)
         self.subscribes.append(answer)
+
+    def subscribe_again(self, device: str) -> Answer:
+        """The same subscribe once more (a v1 ``PUT`` is idempotent: what a client does after a ``504``)."""
+        started = time.monotonic()
+        r = self.session.put(wakeup_url(self.base, self.app, self.path, id=device, mode="noData"),
+                             timeout=self.client_timeout)
+        return Answer(started, r.status_code, time.monotonic() - started, r.headers.get("Retry-After"),
+                      r.text[:300], device)
 
     def ready_once(self) -> None:
         started = time.monotonic()

@@ -46,6 +46,8 @@ class OutageReport:
     # Seconds from the broker's return until every acknowledged event was notified on every device.
     delivered_after: Optional[float] = None
     during: list[Answer] = field(default_factory=list)  # subscribes started during the outage
+    # The subscribes answered 504 (sent to the broker as it stopped: outcome unknown), made again after the return.
+    unknown_again: list[Answer] = field(default_factory=list)
     after: list[Answer] = field(default_factory=list)  # subscribes started after the broker's return
     ready_during: list[Answer] = field(default_factory=list)
     log_during: list[dict] = field(default_factory=list)  # from the outage's start to ready again
@@ -64,6 +66,7 @@ class OutageReport:
             f"after the broker's return",
             f"/readyz during the outage: {summarise(self.ready_during)}",
             f"subscribes during the outage: {summarise(self.during)}",
+            f"504 subscribes made again after the return: {summarise(self.unknown_again) or 'none'}",
             f"first subscribe answered 204 {fmt(self.subscribe_ok_after)} after the broker's return",
             f"subscribes after the return: {summarise(self.after)} "
             f"{sorted({a.body[:120] for a in self.after if a.status >= 300})}",
@@ -164,6 +167,7 @@ def run_outage(stack: Stack, broker: FaultyTansu, uniq: str, seconds: float, kin
 
     report.during = [a for a in probe.subscribes if outage_start <= a.at < back]
     report.after = [a for a in probe.subscribes if a.at >= back]
+    report.unknown_again = [probe.subscribe_again(a.device) for a in report.during if a.status == 504]
     report.ready_during = [a for a in probe.ready if outage_start <= a.at < back]
     first_503 = next((a.at for a in probe.ready if a.at >= outage_start and a.status == 503), None)
     report.not_ready_after = None if first_503 is None or first_503 >= back else first_503 - outage_start

@@ -81,8 +81,13 @@ def check_outage(report, kind: str, log_bound: int = OUTAGE_LOG_LINES) -> None:
         f"/readyz never answered 503 during the {kind}: {[(a.status, a.body) for a in report.ready_during][:10]}")
     assert report.ready_again_after is not None and report.ready_again_after <= RECOVERY_BOUND, report.lines()
     assert report.during, "no subscribe was tried during the outage"
-    wrong = [a for a in report.during if a.status != 503 or not a.retry_after]
-    assert not wrong, f"subscribes during the outage must answer 503 with Retry-After: {wrong}"
+    # 503 with Retry-After: not made. 504 `timeout`: sent to the broker as it stopped answering, so perhaps stored
+    # (librdkafka reports it possibly persisted); a client makes it again once the gateway is back.
+    wrong = [a for a in report.during
+             if not (a.status == 503 and a.retry_after) and not (a.status == 504 and '"timeout"' in a.body)]
+    assert not wrong, f"subscribes during the outage must answer 503 with Retry-After, or 504 timeout: {wrong}"
+    again = [a for a in report.unknown_again if not 200 <= a.status < 300]
+    assert not again, f"a subscribe answered 504 during the outage fails when made again after it: {again}"
     bound = max(WRITE_TIMEOUT_MS, OWNER_WAIT_MS) / 1000 + DEADLINE_SLACK
     late = [a for a in report.during if a.latency > bound]
     assert not late, f"subscribes during the outage answered after more than {bound} s: {late}"
@@ -103,7 +108,8 @@ def test_broker_frozen_for_30s_with_writes_streaming(request, workdir, own_broke
     stop). Change events stream at 5/s to 5 value-mode devices throughout; a new device subscribes every second.
 
     /readyz goes 503 (once librdkafka gives up on the silent connections, about 10 s in) and 200 again; every
-    subscribe during the outage answers 503 with Retry-After within the deadline; after the outage every event
+    subscribe during the outage answers 503 with Retry-After within the deadline, or 504 `timeout` if it was
+    sent as the broker stopped (made again after the outage, it works); after the outage every event
     the broker acknowledged is notified to every device and new subscribes work; the outage costs fewer than
     50 log lines."""
     stack = make_stack(request, workdir, own_broker, fake_fcm).start()
@@ -119,7 +125,7 @@ def test_broker_stopped_for_30s_and_restarted_with_its_data(request, workdir, s3
     new device subscribes every second.
 
     /readyz goes 503 at once and 200 again; every subscribe during the outage answers 503 with Retry-After at
-    once; after the restart every event the broker acknowledged is notified to every device and new subscribes
+    once (or 504 `timeout` if it was in flight at the kill: made again after the outage, it works); after the restart every event the broker acknowledged is notified to every device and new subscribes
     work; the outage costs fewer than 50 log lines."""
     stack = make_stack(request, workdir, s3_broker, fake_fcm).start()
     check_outage(run_outage(stack, s3_broker, uniq, 30, "restart"), "restart")
@@ -133,7 +139,7 @@ MEASURED_OUTAGE = os.environ.get("PUSH_OUTAGE_SECONDS")
 @pytest.mark.parametrize("kind", ["freeze", "restart"])
 def test_outage_measured(request, workdir, fake_fcm, uniq, kind):
     """The outage scenario above for PUSH_OUTAGE_SECONDS (e.g. 120): the report is printed, and the same checks
-    hold (ready again, no acknowledged event lost, 503 with Retry-After during the outage, few log lines)."""
+    hold (ready again, no acknowledged event lost, 503 with Retry-After (or 504 for a write in flight) during the outage, few log lines)."""
     broker = request.getfixturevalue("s3_broker" if kind == "restart" else "own_broker")
     stack = make_stack(request, workdir, broker, fake_fcm).start()
     seconds = float(MEASURED_OUTAGE or 0)
