@@ -48,6 +48,8 @@ let package = Package(
 
         // Byte-exact compact JSON (values, parser, writers) shared by the domain, the providers and JOSE.
         .target(name: "CompactJSON", swiftSettings: strict),
+        // The metadata keys of every log line (`LoggingKeys`).
+        .target(name: "GatewayLogging", swiftSettings: strict),
         // Pure domain: paths, subscriptions, matching, shadows, payloads, size rules. No I/O.
         .target(name: "PushCore", dependencies: ["CompactJSON"], swiftSettings: strict),
         // Generated from proto/ (see scripts/generate-proto); committed.
@@ -61,13 +63,13 @@ let package = Package(
         // One thin Swift wrapper per C library.
         .target(
             name: "KafkaClient",
-            dependencies: ["CRdKafka", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CRdKafka", "GatewayLogging", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict,
             linkerSettings: rdkafkaRuntimePath
         ),
         .target(
             name: "CurlHTTP",
-            dependencies: ["CCurl", "CCurlShims", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["CCurl", "CCurlShims", "GatewayLogging", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
         .target(name: "SSLCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -104,6 +106,22 @@ let package = Package(
                 // The request line as received (origin-form targets only).
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ],
+            // The document served at /openapi.json (docs/openapi.json links to it).
+            resources: [.embedInCode("Resources/openapi.json")],
+            swiftSettings: strict
+        ),
+
+        // The embedded defaults: an in-process broker on a fixed port, a stand-in upstream answering snapshot
+        // requests, the newcomer's banner and the demo app's tokens.
+        .target(
+            name: "GatewayEmbedded",
+            dependencies: [
+                "PushCore", "PushProto", "EventDecoding", "KafkaClient", "SSLCrypto", "GatewayLogging",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strict
         ),
 
@@ -112,7 +130,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "PushCore", "PushProto", "EventDecoding", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
-                "SSLCrypto", "CurlHTTP",
+                "SSLCrypto", "CurlHTTP", "GatewayEmbedded", "GatewayLogging",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -127,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "PushGatewayCLI",
             dependencies: [
-                "Gateway", "EventDecoding", "PushFormats", "JOSE",
+                "Gateway", "GatewayEmbedded", "EventDecoding", "PushFormats", "JOSE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict,
@@ -147,7 +165,7 @@ let package = Package(
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [
-                "GatewayAPI", "Gateway", "PushProto", "SSLCrypto", "Auth",
+                "GatewayAPI", "Gateway", "GatewayEmbedded", "PushProto", "SSLCrypto", "Auth",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],

@@ -1,5 +1,6 @@
 import CCurl
 import CCurlShims
+import GatewayLogging
 import Logging
 import Synchronization
 
@@ -58,7 +59,7 @@ final class TransferLoop {
             var running: Int32 = 0
             let performed = curl_multi_perform(shared.multi.raw, &running)
             if performed != CURLM_OK {
-                logger.error("curl_multi_perform failed", metadata: ["curl.code": "\(performed.rawValue)"])
+                logger.error("curl_multi_perform failed", metadata: [LoggingKeys.curlCode: "\(performed.rawValue)"])
             }
             let finished = completeFinishedTransfers()
 

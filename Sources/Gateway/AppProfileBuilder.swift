@@ -1,6 +1,7 @@
 import Auth
 import CurlHTTP
 import Foundation
+import GatewayLogging
 import JOSE
 import Logging
 import Providers
@@ -144,7 +145,7 @@ public struct AppProfileBuilder: Sendable {
         guard !missing.isEmpty else { return }
         logger.warning(
             "app accepts RS256/ES256 tokens without checking \(missing.joined(separator: " and ")): a key shared across tenants (an identity provider's) would accept tokens minted for another project; set them in the app settings",
-            metadata: ["app": "\(app)", "missing": "\(missing.joined(separator: ","))"])
+            metadata: [LoggingKeys.app: "\(app)", LoggingKeys.missing: "\(missing.joined(separator: ","))"])
     }
 
     static func fingerprint(_ bytes: [UInt8]) -> String {

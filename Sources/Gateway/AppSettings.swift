@@ -1,5 +1,6 @@
 import CompactJSON
 import Foundation
+import GatewayEmbedded
 
 /// The "console" settings of one app (SPEC §6), as written in the main configuration's `apps` section or in
 /// one file per app in the settings directory (docs/CONFIGURATION.md). Absent fields keep their defaults.
@@ -34,7 +35,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
 
     /// The secret of the embedded default app `demo` (its v2 API needs tokens; the start-up banner prints one).
     /// Only served with the embedded defaults (``GatewayConfiguration/servesDemoApp``): never a production secret.
-    public static let demoSecret = "demo-secret-for-the-embedded-defaults-only"
+    public static var demoSecret: String { DemoToken.secret }
 
     /// The embedded default app: console sink, HS256 tokens signed with ``demoSecret``.
     public static var demo: AppSettings {

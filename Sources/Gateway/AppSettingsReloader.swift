@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import Logging
 import ServiceLifecycle
 import SSLCrypto
@@ -62,7 +63,7 @@ final class AppSettingsReloader: Service, Sendable {
     func run() async throws {
         // A service that returns stops the whole group: without a directory, just wait for shutdown.
         guard !source.directory.isEmpty else { return try await gracefulShutdown() }
-        logger.info("watching app settings", metadata: ["directory": "\(source.directory)"])
+        logger.info("watching app settings", metadata: [LoggingKeys.directory: "\(source.directory)"])
         while !Task.isShuttingDownGracefully {
             do {
                 try await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(self.source.reloadSeconds)) }
@@ -83,14 +84,14 @@ final class AppSettingsReloader: Service, Sendable {
         } catch {
             logger.error(
                 "cannot list the app settings directory; settings stay as they are",
-                metadata: ["directory": "\(source.directory)", "error": "\(error.localizedDescription)"])
+                metadata: [LoggingKeys.directory: "\(source.directory)", LoggingKeys.error: "\(error.localizedDescription)"])
             return []
         }
         var changed: [String] = []
         let previous = files.withLock { $0 }
         for (app, url) in found.sorted(by: { $0.key < $1.key }) {
             guard let bytes = try? Data(contentsOf: url) else {
-                logger.error("cannot read app settings file", metadata: ["file": "\(url.path)"])
+                logger.error("cannot read app settings file", metadata: [LoggingKeys.file: "\(url.path)"])
                 continue
             }
             let fingerprint = self.fingerprint(bytes, accountFile: previous[app]?.accountFile ?? "")
@@ -116,7 +117,7 @@ final class AppSettingsReloader: Service, Sendable {
                 metrics.appSettingsLoaded(result: "loaded")
                 logger.notice(
                     "app settings loaded",
-                    metadata: ["app": "\(app)", "file": "\(url.path)", "enabled": "\(settings.enabled)"])
+                    metadata: [LoggingKeys.app: "\(app)", LoggingKeys.file: "\(url.path)", LoggingKeys.enabled: "\(settings.enabled)"])
                 changed.append(app)
             } catch {
                 board?.settingsRefused(app: app, file: url.path, reason: "\(error)")
@@ -124,8 +125,8 @@ final class AppSettingsReloader: Service, Sendable {
                 logger.error(
                     "app settings refused; the last good settings stay in force",
                     metadata: [
-                        "app": "\(app)", "file": "\(url.path)", "error": "\(error)",
-                        "settings.in.force": "\(current == nil ? "none (app not served)" : "previous")",
+                        LoggingKeys.app: "\(app)", LoggingKeys.file: "\(url.path)", LoggingKeys.error: "\(error)",
+                        LoggingKeys.settingsInForce: "\(current == nil ? "none (app not served)" : "previous")",
                     ])
             }
         }
@@ -136,7 +137,7 @@ final class AppSettingsReloader: Service, Sendable {
             metrics.appSettingsLoaded(result: "removed")
             logger.warning(
                 "app settings file removed: the app is no longer served (its subscriptions are kept)",
-                metadata: ["app": "\(app)"])
+                metadata: [LoggingKeys.app: "\(app)"])
             changed.append(app)
         }
         return changed

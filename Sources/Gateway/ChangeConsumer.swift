@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import KafkaClient
 import Logging
 import ServiceLifecycle
@@ -96,7 +97,7 @@ final class ChangeConsumer: Service, Sendable {
             abandonWork(of: gone)
             for partition in partitions {
                 if let state = store.partition(partition), !state.waitForWrites(timeout: .seconds(10)) {
-                    logger.warning("state writes still in flight for a revoked partition", metadata: ["kafka.partition": "\(partition)"])
+                    logger.warning("state writes still in flight for a revoked partition", metadata: [LoggingKeys.kafkaPartition: "\(partition)"])
                 }
                 store.release(partition, keepAsStandby: membership.keepsStandby(of: partition))
             }
@@ -130,7 +131,7 @@ final class ChangeConsumer: Service, Sendable {
             if !partitions.contains(where: { ledger.inFlight($0) > 0 }) { return }
             Thread.sleep(forTimeInterval: 0.01)
         }
-        logger.warning("revoked partitions still had records in flight", metadata: ["kafka.partitions": "\(partitions)"])
+        logger.warning("revoked partitions still had records in flight", metadata: [LoggingKeys.kafkaPartitions: "\(partitions)"])
     }
 
     // MARK: Loading
@@ -160,7 +161,7 @@ final class ChangeConsumer: Service, Sendable {
         health.assigned(owned: owned, ready: ready)
         membership.update(owned: owned, ready: ready)
         consumer.resume([TopicPartition(topic: topic, partition: partition)])
-        logger.info("consuming partition", metadata: ["kafka.topic": "\(topic)", "kafka.partition": "\(partition)"])
+        logger.info("consuming partition", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartition: "\(partition)"])
     }
 
     // MARK: Fencing
@@ -183,7 +184,7 @@ final class ChangeConsumer: Service, Sendable {
             guard stale, !stopping.load(ordering: .relaxed), consumer.assignment().contains(topicPartition) else { return }
             logger.warning(
                 "the consumer group still assigns a partition another replica wrote to: taking it back",
-                metadata: ["kafka.partition": "\(partition)"])
+                metadata: [LoggingKeys.kafkaPartition: "\(partition)"])
             take([], takenBack: [partition])
         }
     }
@@ -201,7 +202,7 @@ final class ChangeConsumer: Service, Sendable {
             } catch {
                 logger.error(
                     "cannot read a partition taken back from its committed offset: its unfinished records may be skipped",
-                    metadata: ["kafka.partitions": "\(takenBack.sorted())", "error": "\(error)"])
+                    metadata: [LoggingKeys.kafkaPartitions: "\(takenBack.sorted())", LoggingKeys.error: "\(error)"])
             }
         }
         ledger.assigned(Array(partitions))
@@ -238,7 +239,7 @@ final class ChangeConsumer: Service, Sendable {
         let (loads, loadRequests) = AsyncStream<Int32>.makeStream()
         ownership.withLock { $0.loads = loadRequests }
         try consumer.subscribe(topics: [topic]) { [weak self] event in self?.rebalanced(event) }
-        logger.info("joining the consumer group", metadata: ["kafka.topic": "\(topic)"])
+        logger.info("joining the consumer group", metadata: [LoggingKeys.kafkaTopic: "\(topic)"])
         await withTaskCancellationHandler {
           await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
@@ -275,7 +276,7 @@ final class ChangeConsumer: Service, Sendable {
             }
         }
         if ledger.totalInFlight > 0 {
-            logger.warning("records still in flight at shutdown stay uncommitted (replayed)", metadata: ["records": "\(ledger.totalInFlight)"])
+            logger.warning("records still in flight at shutdown stay uncommitted (replayed)", metadata: [LoggingKeys.records: "\(ledger.totalInFlight)"])
         }
         // Leaving the group commits the stored offsets; with the broker gone it could wait long: bounded.
         let closed = DispatchSemaphore(value: 0)
@@ -303,7 +304,7 @@ final class ChangeConsumer: Service, Sendable {
             case .none: continue
             case .error(let error):
                 if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
-                    logger.warning("consumer error", metadata: ["error": "\(error)", "suppressed": "\(suppressed)"])
+                    logger.warning("consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
                 }
             case .record(let record):
                 health.kafkaReachable()

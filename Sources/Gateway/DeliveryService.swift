@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import Logging
 import PushCore
 import ServiceLifecycle
@@ -111,7 +112,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                         firstFailureAt: now))
             }
         }
-        logger.info("pending deliveries taken over", metadata: ["retries": "\(retries.count)", "revokes": "\(revoked.count)"])
+        logger.info("pending deliveries taken over", metadata: [LoggingKeys.retries: "\(retries.count)", LoggingKeys.revokes: "\(revoked.count)"])
         updateGauges()
         wake.signal()
     }
@@ -244,7 +245,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         if failure.kind == .ourFault {
             logger.error(
                 "the provider refused our request or credentials: nobody is revoked, the notification is retried",
-                metadata: ["app": "\(entry.app)", "provider": "\(provider)", "reason": "\(failure.reason)"])
+                metadata: [LoggingKeys.app: "\(entry.app)", LoggingKeys.provider: "\(provider)", LoggingKeys.reason: "\(failure.reason)"])
         }
         let now = clock()
         let (outcome, released) = core.withLock { core -> (DeliveryQueue.FailureOutcome, [UInt64]) in
@@ -267,7 +268,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             metrics.retryOutcome("discarded", count: entries.count)
             logger.warning(
                 "notifications discarded after 2 hours of retries; the subscription stays",
-                metadata: ["app": "\(entry.app)", "sp": "\(entry.path)", "count": "\(entries.count)"])
+                metadata: [LoggingKeys.app: "\(entry.app)", LoggingKeys.sp: "\(entry.path)", LoggingKeys.count: "\(entries.count)"])
             tickets.release(entries.flatMap(\.holds))
             if entries.contains(where: \.isRevoke) { store.activePartition(ofApp: key.app)?.finalizeRevocation(key) }
         case .superseded:
@@ -289,7 +290,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         metrics.revoked(reason: "token_dead")
         logger.info(
             "subscription deleted: the provider says the push token is dead",
-            metadata: ["app": "\(key.app)", "sp": "\(key.path)", "reason": "\(reason)", "pending.dropped": "\(dropped.count - 1)"])
+            metadata: [LoggingKeys.app: "\(key.app)", LoggingKeys.sp: "\(key.path)", LoggingKeys.reason: "\(reason)", LoggingKeys.pendingDropped: "\(dropped.count - 1)"])
         store.activePartition(ofApp: key.app)?.deleteDeadToken(key)
         updateGauges()
         wake.signal()
@@ -324,7 +325,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                             core.unreleased[key, default: []] += holds
                             core.dirty.insert(key)
                         }
-                        logger.error("pending retries not stored yet; retrying", metadata: ["app": "\(key.app)"])
+                        logger.error("pending retries not stored yet; retrying", metadata: [LoggingKeys.app: "\(key.app)"])
                         wake.signal()
                     }
                 }

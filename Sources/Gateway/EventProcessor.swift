@@ -1,6 +1,7 @@
 import Dispatch
 import EventDecoding
 import Foundation
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushCore
@@ -66,7 +67,7 @@ final class EventProcessor: Sendable {
                 keyless
                     ? "record without a key: publishers must set the record key to the app id, so that an app's events share one partition and stay in order (docs/PUBLISHING.md); delivered anyway"
                     : "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
-                metadata: ["app": "\(event.app)", "kafka.partition": "\(record.partition)"])
+                metadata: [LoggingKeys.app: "\(event.app)", LoggingKeys.kafkaPartition: "\(record.partition)"])
         }
         guard let profile = profiles.profile(event.app) else {
             metrics.eventsSkipped.increment()
@@ -111,8 +112,8 @@ final class EventProcessor: Sendable {
         logger.notice(
             "subscriptions revoked",
             metadata: [
-                "app": "\(app)", "reason": "\(reason)", "count": "\(count)", "kafka.partition": "\(record.partition)",
-                "kafka.offset": "\(record.offset)", "revocation.after.offset": "\(after)",
+                LoggingKeys.app: "\(app)", LoggingKeys.reason: "\(reason)", LoggingKeys.count: "\(count)", LoggingKeys.kafkaPartition: "\(record.partition)",
+                LoggingKeys.kafkaOffset: "\(record.offset)", LoggingKeys.revocationAfterOffset: "\(after)",
             ])
     }
 
@@ -121,7 +122,7 @@ final class EventProcessor: Sendable {
         metrics.eventsDeadLettered.increment()
         logger.warning(
             "record dead-lettered",
-            metadata: ["kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)", "reason": "\(reason)"])
+            metadata: [LoggingKeys.kafkaPartition: "\(record.partition)", LoggingKeys.kafkaOffset: "\(record.offset)", LoggingKeys.reason: "\(reason)"])
         var headers = record.headers
         headers.append(KafkaHeader(name: "x-dlq-reason", string: reason))
         headers.append(KafkaHeader(name: "x-dlq-source-topic", string: record.topic))
@@ -135,7 +136,7 @@ final class EventProcessor: Sendable {
     /// with backoff (the partition's commits wait, nothing is lost).
     private func writeDeadLetter(_ copy: KafkaRecord, ticket: UInt64, delay: Double) {
         let retry: @Sendable (KafkaError) -> Void = { [self] error in
-            logger.error("dead-letter write failed; retrying", metadata: ["error": "\(error)", "retry.in.seconds": "\(delay)"])
+            logger.error("dead-letter write failed; retrying", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.retryInSeconds: "\(delay)"])
             DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
                 self.writeDeadLetter(copy, ticket: ticket, delay: min(delay * 2, 30))
             }

@@ -1,6 +1,8 @@
 import CurlHTTP
 import Foundation
 import GatewayAPI
+import GatewayEmbedded
+import GatewayLogging
 import Hummingbird
 import KafkaClient
 import Logging
@@ -23,15 +25,25 @@ public struct GatewayApp {
 
     public func run() async throws {
         try LibrdkafkaVersion.check()
-        logger.info("starting push-gateway", metadata: ["librdkafka.version": "\(LibrdkafkaVersion.string)"])
+        logger.info("starting push-gateway", metadata: [LoggingKeys.librdkafkaVersion: "\(LibrdkafkaVersion.string)"])
 
         var kafka = configuration.kafka
         var embedded: EmbeddedBroker?
         if configuration.usesEmbeddedBroker {
-            let broker = try await EmbeddedBroker(kafka: kafka, logger: logger)
+            let broker: EmbeddedBroker
+            do {
+                broker = try await EmbeddedBroker(
+                    topics: [kafka.changesTopic, kafka.deadLetterTopic, kafka.stateTopic, kafka.snapshotRequestsTopic],
+                    singlePartitionTopics: [kafka.membersTopic], partitions: kafka.partitions, port: kafka.embeddedBrokerPort,
+                    logger: logger)
+            } catch let error as EmbeddedBroker.PortUnavailable {
+                throw ConfigurationError(
+                    "\(error): set PUSH_KAFKA_EMBEDDED_BROKER_PORT (kafka.embeddedBrokerPort) to a free port, 0 for a random one, or kafka.brokers to use a real broker"
+                )
+            }
             kafka.brokers = broker.bootstrapServers
             embedded = broker
-            logger.notice("embedded broker started (in memory)", metadata: ["kafka.bootstrap": "\(broker.bootstrapServers)"])
+            logger.notice("embedded broker started (in memory)", metadata: [LoggingKeys.kafkaBootstrap: "\(broker.bootstrapServers)"])
         }
         defer { EmbeddedBroker.keepUntilExit(embedded) }
         if configuration.servesDemoApp {
@@ -100,7 +112,7 @@ public struct GatewayApp {
                 switch event {
                 case .allBrokersDown: kafkaHealth.brokersDown(client: client)
                 case .fatal(let error):
-                    eventLogger.critical("fatal Kafka consumer error: exiting so that the pod restarts", metadata: ["kafka.client": "\(client)", "error": "\(error)"])
+                    eventLogger.critical("fatal Kafka consumer error: exiting so that the pod restarts", metadata: [LoggingKeys.kafkaClient: "\(client)", LoggingKeys.error: "\(error)"])
                     exit(1)
                 case .error: break
                 }
@@ -111,8 +123,8 @@ public struct GatewayApp {
         logger.info(
             "state byte budgets",
             metadata: [
-                "state.maxReplicaBytes": "\(budget.maxReplicaBytes)", "state.maxPartitionBytes": "\(budget.maxPartitionBytes)",
-                "container.memoryLimit": "\(StateBudget.containerMemoryLimit().map(String.init) ?? "none")",
+                LoggingKeys.stateMaxReplicaBytes: "\(budget.maxReplicaBytes)", LoggingKeys.stateMaxPartitionBytes: "\(budget.maxPartitionBytes)",
+                LoggingKeys.containerMemoryLimit: "\(StateBudget.containerMemoryLimit().map(String.init) ?? "none")",
             ])
         let store = StateStore(
             consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
@@ -166,7 +178,7 @@ public struct GatewayApp {
             membership: membership, board: board)
         let router = Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing,
-            admin: admin, trustedProxies: try TrustedProxies(configuration.http.trustedProxies))
+            admin: admin, trustedProxies: try TrustedProxies(configuration.http.trustedProxies), metrics: metrics)
         let host = configuration.http.host
         let consoleApps = profiles.names.filter { profiles.profile($0)?.usesConsole ?? false }
         let brokers = kafka.brokers
@@ -180,7 +192,7 @@ public struct GatewayApp {
             configuration: .init(address: .hostname(host, port: configuration.http.port), serverName: "push-gateway"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.notice("HTTP API listening", metadata: ["http.address": "http://\(host):\(port)"])
+                logger.notice("HTTP API listening", metadata: [LoggingKeys.httpAddress: "http://\(host):\(port)"])
                 if hasEmbeddedBroker, let app = consoleApps.first {
                     GettingStarted.print(
                         .init(host: host, port: port, app: app, brokers: brokers, changesTopic: topic, deadLetterTopic: deadLetterTopic))
@@ -202,7 +214,13 @@ public struct GatewayApp {
                     .init(service: reloader),
                     .init(service: sweeper),
                     .init(service: changes),
-                ] + (embedded == nil ? [] : [.init(service: try EmbeddedUpstream(brokers: kafka.brokers, kafka: kafka, logger: logger))])
+                ] + (embedded == nil ? [] : [
+                    .init(
+                        service: try EmbeddedUpstream(
+                            brokers: kafka.brokers, properties: kafka.properties, partitioner: kafka.partitioner.rawValue,
+                            changesTopic: kafka.changesTopic, snapshotRequestsTopic: kafka.snapshotRequestsTopic,
+                            partitions: kafka.partitions, logger: logger))
+                ])
                     + [.init(service: ShutdownWatchdog(bound: drain + .seconds(5), logger: logger))],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))

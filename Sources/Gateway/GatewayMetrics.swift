@@ -34,6 +34,7 @@ public final class GatewayMetrics: Sendable {
     /// statistics (every 5 s).
     public let consumerGroupSteady: Gauge
     private let counters = Mutex<[String: Counter]>([:])
+    let requestDurations = Mutex<[String: DurationHistogram]>([:])
 
     /// `pushgateway_<name>_<unit>`.
     private static func name(_ metricName: String, unit: String = "", help: String) -> MetricNameDescriptor {

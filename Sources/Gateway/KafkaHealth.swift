@@ -1,3 +1,4 @@
+import GatewayLogging
 import KafkaClient
 import Logging
 import Synchronization
@@ -28,7 +29,7 @@ final class KafkaHealth: Sendable {
         }
         down.store(true, ordering: .releasing)
         if first {
-            logger.error("Kafka cannot be reached: API writes answer 503 and /readyz is 503 until it can", metadata: ["kafka.client": "\(client)"])
+            logger.error("Kafka cannot be reached: API writes answer 503 and /readyz is 503 until it can", metadata: [LoggingKeys.kafkaClient: "\(client)"])
         }
     }
 
@@ -40,7 +41,7 @@ final class KafkaHealth: Sendable {
             return state.downSince
         }
         down.store(false, ordering: .releasing)
-        if let since { logger.notice("Kafka reachable again", metadata: ["outage": "\(ContinuousClock.now - since)"]) }
+        if let since { logger.notice("Kafka reachable again", metadata: [LoggingKeys.outage: "\(ContinuousClock.now - since)"]) }
     }
 
     /// No client has said that the brokers are down since something last reached them.

@@ -1,3 +1,4 @@
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushCore
@@ -19,10 +20,10 @@ struct KafkaSnapshotRequester: SnapshotRequester {
         let record = KafkaRecord(topic: topic, key: Array(app.utf8), value: value, headers: [])
         let error = producer.produce(record) { [logger] result in
             switch result {
-            case .failure(let error): logger.warning("snapshot request not published", metadata: ["app": "\(app)", "error": "\(error)"])
-            case .success: logger.debug("snapshot requested", metadata: ["app": "\(app)", "sp": "\(path)"])
+            case .failure(let error): logger.warning("snapshot request not published", metadata: [LoggingKeys.app: "\(app)", LoggingKeys.error: "\(error)"])
+            case .success: logger.debug("snapshot requested", metadata: [LoggingKeys.app: "\(app)", LoggingKeys.sp: "\(path)"])
             }
         }
-        if let error { logger.warning("snapshot request not published", metadata: ["app": "\(app)", "error": "\(error)"]) }
+        if let error { logger.warning("snapshot request not published", metadata: [LoggingKeys.app: "\(app)", LoggingKeys.error: "\(error)"]) }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import KafkaClient
 import Logging
 import ServiceLifecycle
@@ -82,7 +83,7 @@ final class KafkaWriter: Service, RecordSink, Sendable {
             fresh = try makeProducer()
         } catch {
             let delay = min(30.0, Double(1 << min(attempt, 5)))
-            logger.critical("cannot create a new Kafka producer; trying again", metadata: ["error": "\(error)", "retry.seconds": "\(delay)"])
+            logger.critical("cannot create a new Kafka producer; trying again", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.retrySeconds: "\(delay)"])
             replacements.asyncAfter(deadline: .now() + delay) { [self] in replace(after: cause, attempt: attempt + 1) }
             return
         }
@@ -93,7 +94,7 @@ final class KafkaWriter: Service, RecordSink, Sendable {
         }
         timingOutSince.withLock { $0 = nil }
         metrics.kafkaClientReplaced("producer")
-        logger.error("Kafka producer replaced after a fatal error or fencing; its unsettled records are written again", metadata: ["error": "\(cause)"])
+        logger.error("Kafka producer replaced after a fatal error or fencing; its unsettled records are written again", metadata: [LoggingKeys.error: "\(cause)"])
         health.producerReplacing(false)
         old?.close(flushTimeoutMs: 0)
     }

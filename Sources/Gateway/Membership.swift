@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushCore
@@ -123,10 +124,10 @@ final class Membership: Service, Sendable {
         let kafkaRecord = KafkaRecord(topic: topic, partition: 0, key: keyBytes, value: value, headers: headers)
         if let error = sink.produce(kafkaRecord, completion: { [logger] result in
             if case .failure(let error) = result {
-                logger.warning("membership record not written", metadata: ["error": "\(error)"])
+                logger.warning("membership record not written", metadata: [LoggingKeys.error: "\(error)"])
             }
         }) {
-            logger.warning("membership record not written", metadata: ["error": "\(error)"])
+            logger.warning("membership record not written", metadata: [LoggingKeys.error: "\(error)"])
         }
     }
 
@@ -254,7 +255,7 @@ final class Membership: Service, Sendable {
                 thread.start()
             }
         } catch {
-            logger.error("cannot read the members topic", metadata: ["kafka.topic": "\(topic)", "error": "\(error)"])
+            logger.error("cannot read the members topic", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.error: "\(error)"])
             throw error
         }
         let reader = Thread { [self] in read() }
@@ -293,7 +294,7 @@ final class Membership: Service, Sendable {
                     metrics?.clusterMessageRefused("member", reason: reason)
                     if case .log(let suppressed) = limiter.decide(facility: reason) {
                         logger.warning(
-                            "members record refused", metadata: ["reason": "\(reason)", "kafka.offset": "\(record.offset)", "suppressed": "\(suppressed)"])
+                            "members record refused", metadata: [LoggingKeys.reason: "\(reason)", LoggingKeys.kafkaOffset: "\(record.offset)", LoggingKeys.suppressed: "\(suppressed)"])
                     }
                     continue
                 }

@@ -1,5 +1,6 @@
 import Foundation
 import GatewayAPI
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushCore
@@ -253,7 +254,7 @@ final class PartitionState: Sendable {
                 // Every write fails while the broker is away: one line per kind of error and interval.
                 logger.error(
                     "state write failed",
-                    metadata: ["kafka.partition": "\(partition)", "error": "\(error)", "suppressed": "\(suppressed)"])
+                    metadata: [LoggingKeys.kafkaPartition: "\(partition)", LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
             }
             if let created = write.creates, case .subscription(let subscription)? = write.record {
                 contents.existingApp(subscription.app)?.reserve(created, by: -1)
@@ -320,7 +321,7 @@ final class PartitionState: Sendable {
                 if !zombies.isEmpty {
                     logger.warning(
                         "records of an earlier owner found after this replica took the partition: rewritten from memory",
-                        metadata: ["kafka.partition": "\(partition)", "records": "\(zombies.count)"])
+                        metadata: [LoggingKeys.kafkaPartition: "\(partition)", LoggingKeys.records: "\(zombies.count)"])
                     hooks.metrics?.zombieWritesRepaired(zombies.count)
                     let decoded = (records ?? []).filter { record in
                         record.key.map { key in zombies.contains(key) } ?? false
@@ -353,7 +354,7 @@ final class PartitionState: Sendable {
         if superseded {
             logger.error(
                 "another replica took this partition over (its load marker is in the state topic after this replica's): serving and writing it stopped",
-                metadata: ["kafka.partition": "\(partition)", "gap.from": "\(from)", "gap.to": "\(to)"])
+                metadata: [LoggingKeys.kafkaPartition: "\(partition)", LoggingKeys.gapFrom: "\(from)", LoggingKeys.gapTo: "\(to)"])
             hooks.metrics?.ownershipFenced()
             // Before anyone waiting hears of it: the partition's events and deliveries are abandoned first, so
             // nothing of it is committed or released as done.
@@ -877,7 +878,7 @@ final class PartitionState: Sendable {
                 return true
             }
             for action in deferred { action() }
-            if !retried { logger.debug("shadow checkpoint dropped: the partition moved", metadata: ["app": "\(app)"]) }
+            if !retried { logger.debug("shadow checkpoint dropped: the partition moved", metadata: [LoggingKeys.app: "\(app)"]) }
         }
     }
 }

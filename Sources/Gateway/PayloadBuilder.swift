@@ -1,3 +1,4 @@
+import GatewayLogging
 import Logging
 import PushCore
 import PushFormats
@@ -34,7 +35,7 @@ struct PayloadBuilder: Sendable {
                 return payload.jsonBytes()
             } catch {
                 metrics.notificationFailed(provider: "none", reason: "encryption")
-                logger.error("v2 payload not built", metadata: ["app": "\(app)", "error": "\(error)"])
+                logger.error("v2 payload not built", metadata: [LoggingKeys.app: "\(app)", LoggingKeys.error: "\(error)"])
                 return nil
             }
         }
@@ -42,6 +43,6 @@ struct PayloadBuilder: Sendable {
 
     private func tooLarge(_ app: String, _ path: DataPath) {
         metrics.notificationFailed(provider: "none", reason: "payload_too_large")
-        logger.error("payload over 4093 bytes even without data: not sent", metadata: ["app": "\(app)", "sp": "\(path)"])
+        logger.error("payload over 4093 bytes even without data: not sent", metadata: [LoggingKeys.app: "\(app)", LoggingKeys.sp: "\(path)"])
     }
 }

@@ -1,5 +1,6 @@
 import CurlHTTP
 import GatewayAPI
+import GatewayLogging
 import Logging
 import PushCore
 
@@ -81,7 +82,7 @@ struct RequestRouter: RequestRouting {
             let response = try await client.send(call)
             return .answered(ForwardedResponse(status: response.status, headers: response.headers, body: response.body))
         } catch {
-            logger.warning("forwarding to the owner failed", metadata: ["owner": "\(address)", "error": "\(error)"])
+            logger.warning("forwarding to the owner failed", metadata: [LoggingKeys.owner: "\(address)", LoggingKeys.error: "\(error)"])
             guard let failure = error as? HTTPClientError, failure.wasNotSent || failure.code == .overloaded else {
                 return .unknown(reason: "\(error)")
             }
@@ -100,7 +101,7 @@ struct RequestRouter: RequestRouting {
         let verdict = key.verifyHop(request)
         if case .rejected(let reason) = verdict {
             metrics?.clusterMessageRefused("hop", reason: reason)
-            logger.debug("forwarded call refused", metadata: ["reason": "\(reason)"])
+            logger.debug("forwarded call refused", metadata: [LoggingKeys.reason: "\(reason)"])
         }
         return verdict
     }

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import Logging
 import PushCore
 import Rules
@@ -66,8 +67,8 @@ final class RevocationSweeper: Service, Sendable {
                     logger.notice(
                         "subscriptions revoked",
                         metadata: [
-                            "app": "\(name)", "reason": "\(reason.rawValue)", "count": "\(count)",
-                            "kafka.partition": "\(partition.partition)", "revocation.after.offset": "\(afterOffset)",
+                            LoggingKeys.app: "\(name)", LoggingKeys.reason: "\(reason.rawValue)", LoggingKeys.count: "\(count)",
+                            LoggingKeys.kafkaPartition: "\(partition.partition)", LoggingKeys.revocationAfterOffset: "\(afterOffset)",
                         ])
                 }
             }

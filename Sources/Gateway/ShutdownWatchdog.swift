@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import Logging
 import ServiceLifecycle
 
@@ -20,7 +21,7 @@ final class ShutdownWatchdog: Service, Sendable {
         let logger = self.logger
         let thread = Thread {
             Thread.sleep(forTimeInterval: bound.seconds)
-            logger.error("shutdown took longer than its bound; exiting now (unfinished records are replayed)", metadata: ["bound": "\(bound)"])
+            logger.error("shutdown took longer than its bound; exiting now (unfinished records are replayed)", metadata: [LoggingKeys.bound: "\(bound)"])
             exit(1)
         }
         thread.name = "shutdown-watchdog"

@@ -1,4 +1,5 @@
 import Foundation
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushCore
@@ -233,7 +234,7 @@ final class StateStore: Service, Sendable {
             return state.countWaiters
         }
         waiters.forEach { $0.resume(returning: count) }
-        logger.info("state topic", metadata: ["kafka.topic": "\(topic)", "kafka.partitions": "\(count)"])
+        logger.info("state topic", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartitions: "\(count)"])
         await withTaskCancellationHandler {
             await withGracefulShutdownHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -271,7 +272,7 @@ final class StateStore: Service, Sendable {
             case .none: continue
             case .error(let error):
                 if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
-                    logger.warning("state topic consumer error", metadata: ["error": "\(error)", "suppressed": "\(suppressed)"])
+                    logger.warning("state topic consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
                 }
             case .record(let record):
                 health?.reachable()
@@ -302,7 +303,7 @@ final class StateStore: Service, Sendable {
                 metrics.stateRecordUnreadable()
                 logger.error(
                     "unreadable state record skipped",
-                    metadata: ["kafka.partition": "\(record.partition)", "kafka.offset": "\(record.offset)", "error": "\(error)"])
+                    metadata: [LoggingKeys.kafkaPartition: "\(record.partition)", LoggingKeys.kafkaOffset: "\(record.offset)", LoggingKeys.error: "\(error)"])
                 partition.advanceLogEnd(to: record.offset + 1)
             }
         } else {
@@ -339,7 +340,7 @@ final class StateStore: Service, Sendable {
                 ? "a state partition does not fit this replica's memory budget: not served (its apps answer 503, its events wait); add replicas or memory, or lower the apps' quotas.maxStateBytes"
                 : "a standby copy does not fit this replica's memory budget: dropped",
             metadata: [
-                "kafka.partition": "\(index)", "budget": "\(refusal.quota)", "state.bytes": "\(budget.replica.bytes)",
+                LoggingKeys.kafkaPartition: "\(index)", LoggingKeys.budget: "\(refusal.quota)", LoggingKeys.stateBytes: "\(budget.replica.bytes)",
             ])
     }
 
@@ -399,7 +400,7 @@ final class StateStore: Service, Sendable {
                     }
                 }
             } catch {
-                logger.error("cannot read a state partition", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
+                logger.error("cannot read a state partition", metadata: [LoggingKeys.kafkaPartition: "\(index)", LoggingKeys.error: "\(error)"])
                 return nil
             }
         }
@@ -423,7 +424,7 @@ final class StateStore: Service, Sendable {
                     headers: [KafkaHeader(name: OwnerTag.header, value: tag)])
                 marker = try await sink.write([record])[0].offset
             } catch {
-                logger.warning("load marker not written yet; retrying", metadata: ["kafka.partition": "\(index)", "error": "\(error)"])
+                logger.warning("load marker not written yet; retrying", metadata: [LoggingKeys.kafkaPartition: "\(index)", LoggingKeys.error: "\(error)"])
                 do {
                     try await Task.sleep(for: delay)
                 } catch {
@@ -450,9 +451,9 @@ final class StateStore: Service, Sendable {
         logger.notice(
             "state partition loaded",
             metadata: [
-                "kafka.partition": "\(index)", "subscriptions": "\(partition.subscriptionCount)",
-                "from": "\(fromStart ? "log" : "standby")", "duration": "\(ContinuousClock.now - started)",
-                "owner.tag": "\(OwnerTag.hex(tag))",
+                LoggingKeys.kafkaPartition: "\(index)", LoggingKeys.subscriptions: "\(partition.subscriptionCount)",
+                LoggingKeys.from: "\(fromStart ? "log" : "standby")", LoggingKeys.duration: "\(ContinuousClock.now - started)",
+                LoggingKeys.ownerTag: "\(OwnerTag.hex(tag))",
             ])
         metrics.stateLoaded(seconds: (ContinuousClock.now - started).seconds)
         return partition
@@ -510,12 +511,12 @@ final class StateStore: Service, Sendable {
         if !added.isEmpty {
             let offsets = Dictionary(uniqueKeysWithValues: added.map { (TopicPartition(topic: topic, partition: $0.partition), Int64(-2)) })
             change { try $0.addAssignment(offsets) }
-            logger.info("standby copies added", metadata: ["kafka.partitions": "\(added.map(\.partition).sorted())"])
+            logger.info("standby copies added", metadata: [LoggingKeys.kafkaPartitions: "\(added.map(\.partition).sorted())"])
         }
         if !removed.isEmpty {
             let partitions = removed.map { TopicPartition(topic: topic, partition: $0) }
             change { try $0.removeAssignment(partitions) }
-            logger.info("standby copies dropped", metadata: ["kafka.partitions": "\(removed.sorted())"])
+            logger.info("standby copies dropped", metadata: [LoggingKeys.kafkaPartitions: "\(removed.sorted())"])
         }
     }
 
@@ -525,7 +526,7 @@ final class StateStore: Service, Sendable {
             do {
                 try body(consumer)
             } catch {
-                logger.warning("state topic assignment not changed", metadata: ["error": "\(error)"])
+                logger.warning("state topic assignment not changed", metadata: [LoggingKeys.error: "\(error)"])
             }
         }
     }

@@ -1,6 +1,7 @@
 import Auth
 import Foundation
 import GatewayAPI
+import GatewayLogging
 import Logging
 import PushCore
 import Rules
@@ -187,7 +188,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             return ([.subscription(record)], request.mode.needsData && app.index.shadow(at: request.path) == nil)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: request.app, path: request.path) }
-        logger.debug("subscribed", metadata: ["app": "\(request.app)", "sp": "\(request.path)", "mode": "\(request.mode)"])
+        logger.debug("subscribed", metadata: [LoggingKeys.app: "\(request.app)", LoggingKeys.sp: "\(request.path)", LoggingKeys.mode: "\(request.mode)"])
     }
 
     func unsubscribe(_ request: V1UnsubscribeRequest) async throws(APIError) {
@@ -216,16 +217,21 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
 
     // MARK: v2
 
-    func authorize(app name: String, uid: String, bearer: String?) async throws(APIError) {
-        let (_, profile) = try app(name)
-        _ = try user(uid, bearer: bearer, profile: profile)
+    /// A v2 caller: the app and the uid of the call, and its bearer token, verified (once per call).
+    struct V2Caller: Sendable {
+        let app: String
+        let uid: String
+        let token: VerifiedToken
     }
 
-    func create(app name: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
-        -> V2WriteOutcome
-    {
+    func authorize(app name: String, uid: String, bearer: String?) async throws(APIError) -> V2Caller {
+        let (_, profile) = try app(name)
+        return V2Caller(app: name, uid: uid, token: try user(uid, bearer: bearer, profile: profile))
+    }
+
+    func create(_ caller: V2Caller, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError) -> V2WriteOutcome {
+        let (name, uid, token) = (caller.app, caller.uid, caller.token)
         let (partition, profile) = try writableApp(name)
-        let token = try user(uid, bearer: bearer, profile: profile)
         try checkPathDepth(request.path, profile: profile)
         let subscriber = SubscriberKey(kind: request.kind, token: request.context, uid: uid)
         let identity = RetryKey(app: name, path: request.path, subscriber: subscriber)
@@ -253,11 +259,9 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         return outcome
     }
 
-    func update(app name: String, uid: String, id: String, bearer: String?, request: V2PartialRequest) async throws(APIError)
-        -> V2WriteOutcome
-    {
+    func update(_ caller: V2Caller, id: String, request: V2PartialRequest) async throws(APIError) -> V2WriteOutcome {
+        let (name, uid, token) = (caller.app, caller.uid, caller.token)
         let (partition, profile) = try writableApp(name)
-        let token = try user(uid, bearer: bearer, profile: profile)
         // The identity: the current subscription's, or the one the body names (creating through PUT).
         let current = try await partition.read { find(app: $0.existingApp(name), uid: uid, id: id) }
         let path: DataPath
@@ -298,25 +302,25 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         return outcome
     }
 
-    func list(app name: String, uid: String, bearer: String?) async throws(APIError) -> [V2SubscriptionDocument] {
-        let (partition, profile) = try app(name)
-        _ = try user(uid, bearer: bearer, profile: profile)
+    func list(_ caller: V2Caller) async throws(APIError) -> [V2SubscriptionDocument] {
+        let (name, uid) = (caller.app, caller.uid)
+        let (partition, _) = try app(name)
         let subscriptions = try await partition.read { $0.existingApp(name)?.index.subscriptions(ofUser: uid) ?? [] }
         return subscriptions.map { document(app: name, $0) }
     }
 
-    func get(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) -> V2SubscriptionDocument {
-        let (partition, profile) = try app(name)
-        _ = try user(uid, bearer: bearer, profile: profile)
+    func get(_ caller: V2Caller, id: String) async throws(APIError) -> V2SubscriptionDocument {
+        let (name, uid) = (caller.app, caller.uid)
+        let (partition, _) = try app(name)
         guard let subscription = try await partition.read({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }
         return document(app: name, subscription)
     }
 
-    func delete(app name: String, uid: String, id: String, bearer: String?) async throws(APIError) {
-        let (partition, profile) = try writableApp(name)
-        _ = try user(uid, bearer: bearer, profile: profile)
+    func delete(_ caller: V2Caller, id: String) async throws(APIError) {
+        let (name, uid) = (caller.app, caller.uid)
+        let (partition, _) = try writableApp(name)
         guard let subscription = try await partition.read({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }

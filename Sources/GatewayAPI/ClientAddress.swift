@@ -151,6 +151,14 @@ public struct GatewayRequestContext: RequestContext, RemoteAddressRequestContext
     /// The original client's address, when the call was forwarded by another replica and its hop signature
     /// checked (``OwnerRoutingMiddleware``); nil for every other call, whatever its headers say.
     public var hopClient: String?
+    /// The call's path, parsed once (``OwnerRoutingMiddleware`` sets it for app calls); the routes read it.
+    public var apiPath: APIPath?
+
+    /// The call's path as parsed once, or parsed now (a router without owner routing).
+    func apiPath(of request: Request) throws(APIError) -> APIPath {
+        if let apiPath { return apiPath }
+        return try APIPath(request.uri.path)
+    }
 
     public init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)

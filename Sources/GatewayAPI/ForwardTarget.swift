@@ -5,8 +5,8 @@ import Foundation
 ///
 /// - Only origin-form targets (`/…`) are taken: an absolute-form (`http://host/…`), authority-form or `*…`
 ///   target is refused, so nothing a client writes can become the host, port or userinfo of the forwarded URL.
-/// - The path is split on the byte `/` and each segment percent-decoded; a segment that is `.` or `..` (however
-///   encoded) is refused: SPEC §3 forbids `.` in keys, and a dot-segment must never walk the owner's paths.
+/// - The path is the call's ``APIPath``: split on the byte `/`, each segment percent-decoded, no `.` or `..`
+///   segment (however encoded), so a dot-segment never walks the owner's paths.
 /// - The forwarded target is rebuilt from the decoded segments and the API's known query parameters, each
 ///   percent-encoded again (unreserved bytes only left as they are), so the owner reads exactly what this
 ///   replica read. Unknown query parameters are dropped.
@@ -23,22 +23,19 @@ public struct ForwardTarget: Sendable, Equatable {
         left.segments == right.segments && left.query.elementsEqual(right.query, by: { $0 == $1 })
     }
 
-    /// Checks `target` (the request line's target, as received). `queryParameters` are the decoded parameters
-    /// as the API's routes read them.
-    public init(target: String, path: String, queryParameters: [(name: String, value: String)]) throws(APIError) {
+    /// Checks `target` (the request line's target, as received) and takes `path`, its path as parsed once per
+    /// call. `queryParameters` are the decoded parameters as the API's routes read them.
+    public init(target: String, path: APIPath, queryParameters: [(name: String, value: String)]) throws(APIError) {
         guard target.utf8.first == UInt8(ascii: "/"), !target.utf8.starts(with: "//".utf8) else {
             throw .badRequest("the request target must be a path starting with a single '/' (origin-form)")
         }
-        var segments: [String] = []
-        for raw in path.slashSeparatedParts() {
-            guard let segment = raw.removingPercentEncoding else { throw .badRequest("bad percent-encoding in path") }
-            guard segment != ".", segment != ".." else {
-                throw .badRequest("a path segment may not be '.' or '..'")
-            }
-            segments.append(segment)
-        }
-        self.segments = segments
+        self.segments = path.segments
         self.query = queryParameters.filter { Self.knownParameters.contains($0.name) }
+    }
+
+    /// Checks `target` and parses its `path` (``APIPath``).
+    public init(target: String, path: String, queryParameters: [(name: String, value: String)]) throws(APIError) {
+        try self.init(target: target, path: try APIPath(path), queryParameters: queryParameters)
     }
 
     /// The rebuilt origin-form target: `/seg/seg?name=value&…`, every byte but the unreserved ones encoded.

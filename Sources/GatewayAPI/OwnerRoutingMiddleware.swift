@@ -42,21 +42,27 @@ struct OwnerRoutingMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var request = request
+        var context = context
         let forwarded = request.headers[Self.forwardedHeader] != nil
-        guard let call = Self.call(of: request.uri.path) else {
-            if forwarded { return Routes.errorResponse(.badRequest("only app calls are forwarded between replicas")) }
-            return try await next(request, context)
+        let path: APIPath
+        do throws(APIError) {
+            path = try APIPath(request.uri.path)
+        } catch {
+            guard APIPath.looksLikeAppCall(request.uri.path) else { return try await passOn(request, context, forwarded, next) }
+            return Routes.errorResponse(error)
         }
+        guard let call = path.call else { return try await passOn(request, context, forwarded, next) }
+        context.apiPath = path
         let target: ForwardTarget
         do throws(APIError) {
             target = try ForwardTarget(
-                target: request.uri.string, path: request.uri.path,
+                target: request.uri.string, path: path,
                 queryParameters: request.uri.queryParameters.map { (String($0.key), String($0.value)) })
         } catch {
             return Routes.errorResponse(error)
         }
         if forwarded {
-            return try await answerForwarded(request, context: context, next: next)
+            return try await answerForwarded(request, app: call.app, context: context, next: next)
         }
         // Answered here without asking anyone: apps not served (404/403 from the routes), methods the API does not
         // have, and admin calls without the admin token.
@@ -137,9 +143,17 @@ struct OwnerRoutingMiddleware: RouterMiddleware {
         }
     }
 
+    /// Not an app call: answered by the routes (refused if it says it was forwarded).
+    private func passOn(
+        _ request: Request, _ context: Context, _ forwarded: Bool, _ next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        if forwarded { return Routes.errorResponse(.badRequest("only app calls are forwarded between replicas")) }
+        return try await next(request, context)
+    }
+
     /// A call another replica forwarded here: authentic or refused; answered here or refused as "not owner".
     private func answerForwarded(
-        _ request: Request, context: Context,
+        _ request: Request, app: String, context: Context,
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         var request = request
@@ -157,7 +171,6 @@ struct OwnerRoutingMiddleware: RouterMiddleware {
             return Routes.errorResponse(
                 APIError(.forbidden, "forbidden", "x-push-forwarded is for calls between replicas, signed with the cluster secret"))
         }
-        guard let app = Self.call(of: request.uri.path)?.app else { return Routes.errorResponse(.badRequest("not an app call")) }
         context.hopClient = client
         request.body = .init(buffer: ByteBuffer(bytes: body))
         switch await routing.route(app: app, forwarded: true, deadline: .now) {
@@ -182,18 +195,5 @@ struct OwnerRoutingMiddleware: RouterMiddleware {
         return Response(
             status: HTTPResponse.Status(code: answer.status), headers: fields,
             body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
-    }
-
-    /// The app an app call is about (percent-decoded), and whether it is an admin call; nil for other paths.
-    static func call(of path: String) -> (app: String, isAdmin: Bool)? {
-        let parts = path.slashSeparatedParts()
-        guard parts.count >= 4 else { return nil }
-        func decoded(_ part: String) -> String? { part.removingPercentEncoding.flatMap { $0.isEmpty ? nil : $0 } }
-        if parts[1] == "base", parts[3] == ".wakeup" { return decoded(parts[2]).map { ($0, false) } }
-        if parts.count >= 5, parts[1] == "datasync", parts[2] == "v2", parts[4] == "subscriptions" {
-            return decoded(parts[3]).map { ($0, false) }
-        }
-        if parts.count == 4, parts[1] == "admin", parts[2] == "apps" { return decoded(parts[3]).map { ($0, true) } }
-        return nil
     }
 }

@@ -6,12 +6,15 @@ import PushCore
 /// The HTTP routes: v1 wake-up API, operations endpoints, the OpenAPI document.
 public enum Routes {
     /// With `routing`, subscription calls for apps whose partition another replica owns are forwarded there.
-    /// `trustedProxies`: whose `X-Forwarded-For` names the client (``ClientAddress``).
+    /// `trustedProxies`: whose `X-Forwarded-For` names the client (``ClientAddress``). `metrics`: where each call's
+    /// duration is recorded.
     public static func router(
         subscriptions: some SubscriptionAPI, v2: some V2SubscriptionAPI, probe: some OperationsProbe,
-        routing: (any RequestRouting)? = nil, admin: (any AdminAPI)? = nil, trustedProxies: TrustedProxies = .none
+        routing: (any RequestRouting)? = nil, admin: (any AdminAPI)? = nil, trustedProxies: TrustedProxies = .none,
+        metrics: (any HTTPRequestMetrics)? = nil
     ) -> Router<GatewayRequestContext> {
         let router = Router(context: GatewayRequestContext.self)
+        if let metrics { router.add(middleware: HTTPMetricsMiddleware(metrics: metrics)) }
         router.add(middleware: UnmatchedRouteMiddleware())
         if let routing {
             // A forwarded call carries the original client's address (resolved here, on the replica it reached).
@@ -44,11 +47,15 @@ public enum Routes {
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: .init(byteBuffer: ByteBuffer(string: probe.metricsText())))
         }
-        getAndHead("/openapi.json") { jsonResponse(.ok, OpenAPIDocument.json) }
+        getAndHead("/openapi.json") {
+            Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init(byteBuffer: ByteBuffer(bytes: OpenAPIDocument.bytes)))
+        }
 
         @Sendable func wakeup(_ request: Request, _ context: GatewayRequestContext) async -> Response {
             do throws(APIError) {
-                let target = try WakeupTarget(uriPath: request.uri.path)
+                let target = try WakeupTarget(try context.apiPath(of: request))
                 let query = request.uri.queryParameters
                 guard let deviceID = query["id"].map(String.init), !deviceID.isEmpty else {
                     throw .badRequest("the query parameter 'id' (the device's push token) is required")
@@ -119,23 +126,18 @@ func validateDeviceID(_ id: String) throws(APIError) {
     }
 }
 
-/// The app and data path of a `/base/{app}/.wakeup/{path...}` URI, percent-decoded and validated.
+/// The app and data path of a `/base/{app}/.wakeup/{path...}` call, validated.
 struct WakeupTarget: Equatable {
     var app: String
     var path: DataPath
 
-    init(uriPath: String) throws(APIError) {
-        // Split on "/" keeping empty keys, so that "/a//b" is refused rather than silently normalised.
-        let parts = uriPath.slashSeparatedParts()
-        // ["", "base", app, ".wakeup", keys...]
-        guard parts.count >= 4, parts[1] == "base", parts[3] == ".wakeup",
-            let app = parts[2].removingPercentEncoding, !app.isEmpty
+    init(_ apiPath: APIPath) throws(APIError) {
+        // ["", "base", app, ".wakeup", keys...], decoded; empty keys kept, so that "/a//b" is refused rather than
+        // silently normalised.
+        let parts = apiPath.segments
+        guard parts.count >= 4, parts[1] == "base", parts[3] == ".wakeup", !parts[2].isEmpty
         else { throw .badRequest("expected /base/{app}/.wakeup/{path}") }
-        var keys: [String] = []
-        for raw in parts.dropFirst(4) {
-            guard let key = raw.removingPercentEncoding else { throw .badRequest("bad percent-encoding in path") }
-            keys.append(key)
-        }
+        var keys = Array(parts.dropFirst(4))
         // One trailing "/" is normalised away; any other empty key is an error.
         if keys.last == "" { keys.removeLast() }
         if keys.contains("") { throw .badRequest(PathError.emptyKey.description) }
@@ -144,6 +146,6 @@ struct WakeupTarget: Equatable {
         } catch {
             throw .badRequest(error.description)
         }
-        self.app = app
+        self.app = parts[2]
     }
 }

@@ -120,18 +120,19 @@ public enum V2WriteOutcome: Sendable, Equatable {
     case deleted
 }
 
-/// The v2 subscriptions API (seed 001). `bearer` is the `Authorization: Bearer` token, nil when absent.
+/// The v2 subscriptions API (seed 001). A call is authorized once (``authorize(app:uid:bearer:)``, with the
+/// `Authorization: Bearer` token, nil when absent); what it returns is passed to the operation.
 public protocol V2SubscriptionAPI: Sendable {
+    /// A caller whose app and bearer token were checked: the token is verified once per call.
+    associatedtype Caller: Sendable
     /// Checks the app and the bearer token before the body is read (401/403/404 come before 400).
-    func authorize(app: String, uid: String, bearer: String?) async throws(APIError)
-    func create(app: String, uid: String, bearer: String?, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError)
-        -> V2WriteOutcome
+    func authorize(app: String, uid: String, bearer: String?) async throws(APIError) -> Caller
+    func create(_ caller: Caller, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError) -> V2WriteOutcome
     /// `request` fields other than mode, format and expiry must match the subscription `id` names.
-    func update(app: String, uid: String, id: String, bearer: String?, request: V2PartialRequest) async throws(APIError)
-        -> V2WriteOutcome
-    func list(app: String, uid: String, bearer: String?) async throws(APIError) -> [V2SubscriptionDocument]
-    func get(app: String, uid: String, id: String, bearer: String?) async throws(APIError) -> V2SubscriptionDocument
-    func delete(app: String, uid: String, id: String, bearer: String?) async throws(APIError)
+    func update(_ caller: Caller, id: String, request: V2PartialRequest) async throws(APIError) -> V2WriteOutcome
+    func list(_ caller: Caller) async throws(APIError) -> [V2SubscriptionDocument]
+    func get(_ caller: Caller, id: String) async throws(APIError) -> V2SubscriptionDocument
+    func delete(_ caller: Caller, id: String) async throws(APIError)
 }
 
 /// The body of a v2 `PUT .../{uid}/{id}`: every field optional; absent ones keep the subscription's values.

@@ -11,46 +11,46 @@ enum V2Routes {
         let collection = "/datasync/v2/:app/subscriptions/:uid"
         let item = "/datasync/v2/:app/subscriptions/:uid/:id"
 
-        router.post(RouterPath(collection)) { request, _ in
+        router.post(RouterPath(collection)) { request, context in
             await respond { () async throws(APIError) -> Response in
-                let target = try V2Target(uriPath: request.uri.path, withID: false)
-                try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
+                let target = try V2Target(try context.apiPath(of: request), withID: false)
+                let caller = try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
                 let body = try await parseBody(request)
                 let allowsUpdate = request.uri.queryParameters["allowsUpdate"].map { $0 == "true" } ?? false
-                let outcome = try await api.create(
-                    app: target.app, uid: target.uid, bearer: bearer(request), request: try fullRequest(body),
-                    allowsUpdate: allowsUpdate)
+                let outcome = try await api.create(caller, request: try fullRequest(body), allowsUpdate: allowsUpdate)
                 return written(outcome, target)
             }
         }
-        router.get(RouterPath(collection)) { request, _ in
+        router.get(RouterPath(collection)) { request, context in
             await respond { () async throws(APIError) -> Response in
-                let target = try V2Target(uriPath: request.uri.path, withID: false)
-                let documents = try await api.list(app: target.app, uid: target.uid, bearer: bearer(request))
+                let target = try V2Target(try context.apiPath(of: request), withID: false)
+                let caller = try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
+                let documents = try await api.list(caller)
                 return json(.ok, .object(["subscriptions": .array(documents.map(\.json))]))
             }
         }
-        router.get(RouterPath(item)) { request, _ in
+        router.get(RouterPath(item)) { request, context in
             await respond { () async throws(APIError) -> Response in
-                let target = try V2Target(uriPath: request.uri.path, withID: true)
-                let document = try await api.get(app: target.app, uid: target.uid, id: target.id, bearer: bearer(request))
+                let target = try V2Target(try context.apiPath(of: request), withID: true)
+                let caller = try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
+                let document = try await api.get(caller, id: target.id)
                 return json(.ok, document.json, location: target.location(id: document.id))
             }
         }
-        router.put(RouterPath(item)) { request, _ in
+        router.put(RouterPath(item)) { request, context in
             await respond { () async throws(APIError) -> Response in
-                let target = try V2Target(uriPath: request.uri.path, withID: true)
-                try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
+                let target = try V2Target(try context.apiPath(of: request), withID: true)
+                let caller = try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
                 let body = try await parseBody(request)
-                let outcome = try await api.update(
-                    app: target.app, uid: target.uid, id: target.id, bearer: bearer(request), request: try partialRequest(body))
+                let outcome = try await api.update(caller, id: target.id, request: try partialRequest(body))
                 return written(outcome, target)
             }
         }
-        router.delete(RouterPath(item)) { request, _ in
+        router.delete(RouterPath(item)) { request, context in
             await respond { () async throws(APIError) -> Response in
-                let target = try V2Target(uriPath: request.uri.path, withID: true)
-                try await api.delete(app: target.app, uid: target.uid, id: target.id, bearer: bearer(request))
+                let target = try V2Target(try context.apiPath(of: request), withID: true)
+                let caller = try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
+                try await api.delete(caller, id: target.id)
                 return Response(status: .noContent)
             }
         }
@@ -158,21 +158,20 @@ enum V2Routes {
     }
 }
 
-/// The app, uid and (for items) id of a v2 URI, percent-decoded.
+/// The app, uid and (for items) id of a v2 call.
 struct V2Target {
     var app: String
     var uid: String
     var id: String
 
-    init(uriPath: String, withID: Bool) throws(APIError) {
-        let parts = uriPath.slashSeparatedParts()
-        // ["", "datasync", "v2", app, "subscriptions", uid, id?]
-        guard parts.count == (withID ? 7 : 6), let app = parts[3].removingPercentEncoding, !app.isEmpty,
-            let uid = parts[5].removingPercentEncoding, !uid.isEmpty
+    init(_ apiPath: APIPath, withID: Bool) throws(APIError) {
+        let parts = apiPath.segments
+        // ["", "datasync", "v2", app, "subscriptions", uid, id?], decoded
+        guard parts.count == (withID ? 7 : 6), !parts[3].isEmpty, !parts[5].isEmpty
         else { throw .badRequest("expected /datasync/v2/{app}/subscriptions/{uid}\(withID ? "/{id}" : "")") }
-        self.app = app
-        self.uid = uid
-        self.id = withID ? (parts[6].removingPercentEncoding ?? "") : ""
+        self.app = parts[3]
+        self.uid = parts[5]
+        self.id = withID ? parts[6] : ""
         if withID && id.isEmpty { throw .badRequest("empty subscription id") }
     }
 

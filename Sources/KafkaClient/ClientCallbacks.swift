@@ -1,4 +1,5 @@
 import CRdKafka
+import GatewayLogging
 import Logging
 import Synchronization
 
@@ -81,10 +82,10 @@ private func kafkaErrorCallback(_ client: OpaquePointer?, _ code: Int32, _ reaso
     // reported once by the owner: logging them here too would double every line of an outage.
     let quiet = code == RD_KAFKA_RESP_ERR__TRANSPORT.rawValue || code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue
     if case .fatal = event {
-        callbacks.logger.error("librdkafka fatal error: the client must be replaced", metadata: ["error": "\(event)"])
+        callbacks.logger.error("librdkafka fatal error: the client must be replaced", metadata: [LoggingKeys.error: "\(event)"])
     } else if !quiet, case .log(let suppressed) = callbacks.limiter.decide(facility: "error:\(code)") {
         var metadata: Logger.Metadata = ["error": "\(text)", "kafka.error.code": "\(code)"]
-        if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+        if suppressed > 0 { metadata[LoggingKeys.suppressed] = "\(suppressed)" }
         callbacks.logger.warning("librdkafka error", metadata: metadata, source: "librdkafka")
     }
     callbacks.onEvent?(event)
@@ -98,7 +99,7 @@ private func kafkaLogCallback(_ client: OpaquePointer?, _ level: Int32, _ facili
     // Debug lines come only when the `debug` property asks for them (a diagnosis): every one is kept.
     if level >= 7 {
         let message = text.map { String(cString: $0) } ?? ""
-        callbacks.logger.debug("\(message)", metadata: ["kafka.facility": .string(facilityName)], source: "librdkafka")
+        callbacks.logger.debug("\(message)", metadata: [LoggingKeys.kafkaFacility: .string(facilityName)], source: "librdkafka")
         return
     }
     guard case .log(let suppressed) = callbacks.limiter.decide(facility: "log:\(facilityName)") else { return }
@@ -113,7 +114,7 @@ private func kafkaLogCallback(_ client: OpaquePointer?, _ level: Int32, _ facili
     }
     let message = text.map { String(cString: $0) } ?? ""
     var metadata: Logger.Metadata = ["kafka.facility": .string(facilityName)]
-    if suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
+    if suppressed > 0 { metadata[LoggingKeys.suppressed] = "\(suppressed)" }
     callbacks.logger.log(level: logLevel, "\(message)", metadata: metadata, source: "librdkafka")
 }
 

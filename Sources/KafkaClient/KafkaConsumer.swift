@@ -1,4 +1,5 @@
 import CRdKafka
+import GatewayLogging
 import Logging
 
 /// A consumer-group member over librdkafka's high-level consumer.
@@ -95,7 +96,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
         let result = rd_kafka_offsets_store(client, list)
         if result != RD_KAFKA_RESP_ERR_NO_ERROR && result != RD_KAFKA_RESP_ERR__STATE {
-            logger.warning("storing offsets failed", metadata: ["error": "\(KafkaError(result, context: "offsets_store"))"])
+            logger.warning("storing offsets failed", metadata: [LoggingKeys.error: "\(KafkaError(result, context: "offsets_store"))"])
         }
     }
 
@@ -150,7 +151,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         defer { rd_kafka_topic_partition_list_destroy(list) }
         let result = rd_kafka_pause_partitions(client, list)
         if result != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.warning("pausing partitions failed", metadata: ["error": "\(KafkaError(result, context: "pause"))"])
+            logger.warning("pausing partitions failed", metadata: [LoggingKeys.error: "\(KafkaError(result, context: "pause"))"])
         }
     }
 
@@ -161,7 +162,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         defer { rd_kafka_topic_partition_list_destroy(list) }
         let result = rd_kafka_resume_partitions(client, list)
         if result != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.warning("resuming partitions failed", metadata: ["error": "\(KafkaError(result, context: "resume"))"])
+            logger.warning("resuming partitions failed", metadata: [LoggingKeys.error: "\(KafkaError(result, context: "resume"))"])
         }
     }
 
@@ -222,7 +223,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         closed = true
         let result = rd_kafka_consumer_close(client)
         if result != RD_KAFKA_RESP_ERR_NO_ERROR {
-            logger.warning("consumer close", metadata: ["error": "\(KafkaError(result, context: "close"))"])
+            logger.warning("consumer close", metadata: [LoggingKeys.error: "\(KafkaError(result, context: "close"))"])
         }
     }
 
@@ -248,11 +249,11 @@ private func kafkaRebalanceCallback(
         } else {
             rd_kafka_assign(client, partitions)
         }
-        callbacks?.logger.info("partitions assigned", metadata: ["kafka.partitions": "\(list)"])
+        callbacks?.logger.info("partitions assigned", metadata: [LoggingKeys.kafkaPartitions: "\(list)"])
         callbacks?.onRebalance?(.assigned(list))
     case RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS:
         let lost = rd_kafka_assignment_lost(client) != 0
-        callbacks?.logger.info("partitions revoked", metadata: ["kafka.partitions": "\(list)", "kafka.lost": "\(lost)"])
+        callbacks?.logger.info("partitions revoked", metadata: [LoggingKeys.kafkaPartitions: "\(list)", LoggingKeys.kafkaLost: "\(lost)"])
         callbacks?.onRebalance?(.revoked(list, lost: lost))
         if cooperative {
             if let failure = rd_kafka_incremental_unassign(client, partitions) { rd_kafka_error_destroy(failure) }
@@ -260,7 +261,7 @@ private func kafkaRebalanceCallback(
             rd_kafka_assign(client, nil)
         }
     default:
-        callbacks?.logger.error("rebalance error", metadata: ["error": "\(KafkaError(error, context: "rebalance"))"])
+        callbacks?.logger.error("rebalance error", metadata: [LoggingKeys.error: "\(KafkaError(error, context: "rebalance"))"])
         rd_kafka_assign(client, nil)
     }
 }

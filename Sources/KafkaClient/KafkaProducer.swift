@@ -1,5 +1,6 @@
 import CRdKafka
 import Foundation
+import GatewayLogging
 import Logging
 
 /// An idempotent producer (acks=all) over librdkafka. Delivery reports are served by a dedicated polling
@@ -175,7 +176,7 @@ public final class KafkaProducer: @unchecked Sendable {
         guard wasRunning else { return }
         if !flush(timeoutMs: flushTimeoutMs) {
             let left = rd_kafka_outq_len(client)
-            logger.warning("producer closed with undelivered records: they are failed", metadata: ["kafka.outq": "\(left)"])
+            logger.warning("producer closed with undelivered records: they are failed", metadata: [LoggingKeys.kafkaOutq: "\(left)"])
             rd_kafka_purge(client, Int32(RD_KAFKA_PURGE_F_QUEUE | RD_KAFKA_PURGE_F_INFLIGHT))
             // Serves the failed delivery reports of what was purged.
             _ = rd_kafka_flush(client, 1000)

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Gateway
+import GatewayEmbedded
 
 /// `push-gateway demo-token`: an auth token of the built-in `demo` app (embedded defaults) for any uid and
 /// lifetime, for trying the v2 API.

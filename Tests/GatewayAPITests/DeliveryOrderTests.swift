@@ -198,7 +198,7 @@ final class DeliveryOrderTests: XCTestCase {
         let service = harness.service
         @Sendable func create() async -> Result<V2WriteOutcome, APIError> {
             do throws(APIError) {
-                return .success(try await service.create(app: Self.app, uid: "u", bearer: token, request: request, allowsUpdate: false))
+                return .success(try await service.create(try await service.authorize(app: Self.app, uid: "u", bearer: token), request: request, allowsUpdate: false))
             } catch {
                 return .failure(error)
             }
@@ -213,7 +213,7 @@ final class DeliveryOrderTests: XCTestCase {
         XCTAssertEqual(created.count, 1)
         XCTAssertEqual(conflicts.count, 1)
         // Read your write: at once.
-        let listed = try await service.list(app: Self.app, uid: "u", bearer: token)
+        let listed = try await service.list(try await service.authorize(app: Self.app, uid: "u", bearer: token))
         XCTAssertEqual(listed.map(\.context), ["t1"])
     }
 

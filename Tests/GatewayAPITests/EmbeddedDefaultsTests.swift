@@ -4,6 +4,7 @@ import PushCore
 import XCTest
 
 @testable import Gateway
+@testable import GatewayEmbedded
 
 /// The embedded defaults' pure parts: the stand-in upstream's database, demo tokens, the banner, the
 /// configuration of the broker port.

@@ -3,17 +3,26 @@ import Foundation
 /// The newcomer's banner, printed once the API listens with the embedded defaults: how to subscribe, publish
 /// and look at dead letters, with commands that work from any directory (absolute path of this binary) and
 /// keep working after a restart (the embedded broker's port is fixed, `kafka.embeddedBrokerPort`).
-enum GettingStarted {
-    struct Setup {
+public enum GettingStarted {
+    public struct Setup {
         var host: String
         var port: Int
         var app: String
         var brokers: String
         var changesTopic: String
         var deadLetterTopic: String
+
+        public init(host: String, port: Int, app: String, brokers: String, changesTopic: String, deadLetterTopic: String) {
+            self.host = host
+            self.port = port
+            self.app = app
+            self.brokers = brokers
+            self.changesTopic = changesTopic
+            self.deadLetterTopic = deadLetterTopic
+        }
     }
 
-    static func print(_ setup: Setup) {
+    public static func print(_ setup: Setup) {
         FileHandle.standardError.write(Data(text(setup, binary: shellQuoted(executablePath())).utf8))
     }
 

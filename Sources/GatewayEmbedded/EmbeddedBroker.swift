@@ -1,3 +1,4 @@
+import GatewayLogging
 import KafkaClient
 import Logging
 import Synchronization
@@ -14,11 +15,11 @@ import Synchronization
 /// graceful shutdown; the broker itself lives until the process exits (``keepUntilExit(_:)``), because client
 /// handles that services still reference are destroyed later, and a broker gone from under them makes their
 /// connection threads log errors after "stopped".
-final class EmbeddedBroker: Sendable {
+public final class EmbeddedBroker: Sendable {
     private static let untilExit = Mutex<[EmbeddedBroker]>([])
 
     /// Keeps `broker` alive until the process exits.
-    static func keepUntilExit(_ broker: EmbeddedBroker?) {
+    public static func keepUntilExit(_ broker: EmbeddedBroker?) {
         guard let broker else { return }
         untilExit.withLock { $0.append(broker) }
     }
@@ -26,16 +27,16 @@ final class EmbeddedBroker: Sendable {
     private let cluster: KafkaMockCluster
     private let forwarder: BrokerPortForwarder?
     /// The `host:port` clients connect to.
-    let bootstrapServers: String
+    public let bootstrapServers: String
 
-    init(kafka: GatewayConfiguration.Kafka, logger: Logger) async throws {
+    /// A broker with `topics` of `partitions` partitions each and the single-partition `singlePartitionTopics`,
+    /// reachable on `port` of the loopback interface (0: a random port).
+    public init(topics: [String], singlePartitionTopics: [String], partitions: Int, port: Int, logger: Logger) async throws {
         let cluster = try KafkaMockCluster(brokers: 1, logger: logger)
-        for topic in [kafka.changesTopic, kafka.deadLetterTopic, kafka.stateTopic, kafka.snapshotRequestsTopic] {
-            try cluster.createTopic(topic, partitions: Int32(kafka.partitions))
-        }
-        try cluster.createTopic(kafka.membersTopic, partitions: 1)
+        for topic in topics { try cluster.createTopic(topic, partitions: Int32(partitions)) }
+        for topic in singlePartitionTopics { try cluster.createTopic(topic, partitions: 1) }
         self.cluster = cluster
-        guard kafka.embeddedBrokerPort != 0, let listener = cluster.listenerPort else {
+        guard port != 0, let listener = cluster.listenerPort else {
             forwarder = nil
             bootstrapServers = cluster.bootstrapServers
             return
@@ -43,17 +44,24 @@ final class EmbeddedBroker: Sendable {
         let host = "127.0.0.1"
         do {
             forwarder = try await BrokerPortForwarder(
-                host: host, port: kafka.embeddedBrokerPort, targetPort: listener, logger: logger)
+                host: host, port: port, targetPort: listener, logger: logger)
         } catch {
-            throw ConfigurationError(
-                "the embedded broker cannot listen on \(host):\(kafka.embeddedBrokerPort) (\(error)): set PUSH_KAFKA_EMBEDDED_BROKER_PORT (kafka.embeddedBrokerPort) to a free port, 0 for a random one, or kafka.brokers to use a real broker"
-            )
+            throw PortUnavailable(address: "\(host):\(port)", reason: "\(error)")
         }
-        bootstrapServers = "\(host):\(kafka.embeddedBrokerPort)"
-        if !cluster.advertise(host: host, port: kafka.embeddedBrokerPort) {
+        bootstrapServers = "\(host):\(port)"
+        if !cluster.advertise(host: host, port: port) {
             logger.info(
                 "this librdkafka cannot make the embedded broker advertise its fixed port; clients bootstrap through it and then use the broker's own port",
-                metadata: ["kafka.bootstrap": "\(bootstrapServers)", "kafka.listener": "\(host):\(listener)"])
+                metadata: [LoggingKeys.kafkaBootstrap: "\(bootstrapServers)", LoggingKeys.kafkaListener: "\(host):\(listener)"])
         }
+    }
+}
+
+extension EmbeddedBroker {
+    /// The fixed port cannot be listened on (taken by another process).
+    public struct PortUnavailable: Error, CustomStringConvertible {
+        public let address: String
+        public let reason: String
+        public var description: String { "the embedded broker cannot listen on \(address) (\(reason))" }
     }
 }

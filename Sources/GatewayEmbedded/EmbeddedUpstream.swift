@@ -1,5 +1,6 @@
 import EventDecoding
 import Foundation
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushCore
@@ -20,7 +21,7 @@ import Synchronization
 /// with its own writes.)
 ///
 /// Its consumer polls on a dedicated thread; it reads from the start of the topics and commits nothing.
-final class EmbeddedUpstream: Service, Sendable {
+public final class EmbeddedUpstream: Service, Sendable {
     private struct Request {
         var app: String
         var path: DataPath
@@ -36,8 +37,13 @@ final class EmbeddedUpstream: Service, Sendable {
     private let logger: Logger
     private let stopping = Atomic<Bool>(false)
 
-    init(brokers: String, kafka: GatewayConfiguration.Kafka, logger: Logger) throws {
-        var properties = kafka.properties
+    /// `properties`: librdkafka's, shared by the gateway's clients; `partitioner`: the one the gateway's
+    /// producers use, so that a snapshot lands in its app's partition.
+    public init(
+        brokers: String, properties: [String: String], partitioner: String, changesTopic: String, snapshotRequestsTopic: String,
+        partitions: Int, logger: Logger
+    ) throws {
+        var properties = properties
         properties["bootstrap.servers"] = brokers
         properties["client.id"] = "push-gateway-embedded-upstream"
         var consumerProperties = properties
@@ -45,23 +51,23 @@ final class EmbeddedUpstream: Service, Sendable {
         consumerProperties["enable.auto.commit"] = "false"
         consumerProperties["fetch.wait.max.ms"] = "50"
         var producerProperties = properties
-        producerProperties["partitioner"] = kafka.partitioner.rawValue
+        producerProperties["partitioner"] = partitioner
         consumer = try KafkaConsumer(properties: consumerProperties, logger: logger)
         producer = try KafkaProducer(properties: producerProperties, logger: logger)
-        changesTopic = kafka.changesTopic
-        requestsTopic = kafka.snapshotRequestsTopic
-        partitions = Int32(kafka.partitions)
+        self.changesTopic = changesTopic
+        requestsTopic = snapshotRequestsTopic
+        self.partitions = Int32(partitions)
         self.logger = logger
     }
 
-    func run() async throws {
+    public func run() async throws {
         var start: [TopicPartition: Int64] = [:]
         for partition in 0..<partitions {
             start[TopicPartition(topic: changesTopic, partition: partition)] = -2  // RD_KAFKA_OFFSET_BEGINNING
             start[TopicPartition(topic: requestsTopic, partition: partition)] = -2
         }
         try consumer.assign(start)
-        logger.info("embedded upstream answering snapshot requests", metadata: ["kafka.topic": "\(requestsTopic)"])
+        logger.info("embedded upstream answering snapshot requests", metadata: [LoggingKeys.kafkaTopic: "\(requestsTopic)"])
         await withGracefulShutdownHandler {
             await withCheckedContinuation { (finished: CheckedContinuation<Void, Never>) in
                 let thread = Thread { [self] in
@@ -99,7 +105,7 @@ final class EmbeddedUpstream: Service, Sendable {
                 else { continue }
                 requests.append(Request(app: request.appID, path: path, waitFor: highWatermarks()))
             case .error(let error):
-                logger.debug("embedded upstream: consumer error", metadata: ["error": "\(error)"])
+                logger.debug("embedded upstream: consumer error", metadata: [LoggingKeys.error: "\(error)"])
             case .none:
                 break
             }
@@ -133,9 +139,9 @@ final class EmbeddedUpstream: Service, Sendable {
             if let error {
                 logger.warning(
                     "embedded upstream: snapshot not published",
-                    metadata: ["app": "\(request.app)", "sp": "\(request.path)", "error": "\(error)"])
+                    metadata: [LoggingKeys.app: "\(request.app)", LoggingKeys.sp: "\(request.path)", LoggingKeys.error: "\(error)"])
             } else {
-                logger.info("embedded upstream: snapshot published", metadata: ["app": "\(request.app)", "sp": "\(request.path)"])
+                logger.info("embedded upstream: snapshot published", metadata: [LoggingKeys.app: "\(request.app)", LoggingKeys.sp: "\(request.path)"])
             }
         }
     }

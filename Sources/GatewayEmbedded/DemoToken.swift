@@ -3,9 +3,12 @@ import PushCore
 import SSLCrypto
 
 /// Auth tokens of the built-in `demo` app (embedded defaults only): HS256 JWTs signed with its published
-/// secret (``AppSettings/demoSecret``), `kid` `demo`. The banner prints one; `push-gateway demo-token` mints
+/// secret (``secret``), `kid` `demo`. The banner prints one; `push-gateway demo-token` mints
 /// others for any uid and lifetime.
 public enum DemoToken {
+    /// The `demo` app's HS256 secret: published, so that anyone can mint its tokens (never in production).
+    public static let secret = "demo-secret-for-the-embedded-defaults-only"
+
     /// A token of user `uid` that expires `lifetimeSeconds` after `now`.
     public static func mint(uid: String, lifetimeSeconds: Int64, now: Date = Date()) throws -> String {
         let header = Base64URL.encode(Array(#"{"alg":"HS256","kid":"demo","typ":"JWT"}"#.utf8))
@@ -13,7 +16,7 @@ public enum DemoToken {
         let claims = JSONValue.object(["exp": .number(String(exp)), "uid": .string(uid)])
         let payload = Base64URL.encode(JSONWriter.bytes(claims))
         let input = Array("\(header).\(payload)".utf8)
-        let signature = try HMACSHA256.authenticationCode(for: input, key: Array(AppSettings.demoSecret.utf8))
+        let signature = try HMACSHA256.authenticationCode(for: input, key: Array(secret.utf8))
         return "\(header).\(payload).\(Base64URL.encode(signature))"
     }
 

@@ -1,3 +1,4 @@
+import GatewayLogging
 import Logging
 import NIOCore
 import NIOPosix
@@ -29,7 +30,7 @@ final class BrokerPortForwarder: Sendable {
                         try outbound.pipeline.syncOperations.addHandler(outboundSide)
                     }
                     .flatMapErrorThrowing { error in
-                        logger.debug("embedded broker connection refused", metadata: ["error": "\(error)"])
+                        logger.debug("embedded broker connection refused", metadata: [LoggingKeys.error: "\(error)"])
                         throw error
                     }
             }
