@@ -21,13 +21,17 @@ public struct AppProfileBuilder: Sendable {
     let maxInFlightPerProject: Int
     /// ``GatewayConfiguration/allowInsecureEndpoints``: a service account's `http://` `token_uri` is refused without it.
     let allowInsecureEndpoints: Bool
+    /// The sender of an app (or a kind of subscriber) without provider credentials: ``ConsoleSink``.
+    let consoleSink: @Sendable (_ app: String) -> any PushSender
     let logger: Logger
 
     init(
         httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(),
-        maxInFlightPerProject: Int = 200, allowInsecureEndpoints: Bool = false, logger: Logger
+        maxInFlightPerProject: Int = 200, allowInsecureEndpoints: Bool = false,
+        consoleSink: @escaping @Sendable (_ app: String) -> any PushSender = { ConsoleSink(app: $0) }, logger: Logger
     ) {
         self.httpClient = httpClient
+        self.consoleSink = consoleSink
         self.allowInsecureEndpoints = allowInsecureEndpoints
         self.maxInFlightPerProject = maxInFlightPerProject
         self.fcm = fcm
@@ -69,7 +73,7 @@ public struct AppProfileBuilder: Sendable {
         var accountFingerprint: String?
         var hmsFingerprint: String?
         if settings.fcmServiceAccountFile.isEmpty {
-            senders[.mobile] = ConsoleSink(app: name)
+            senders[.mobile] = consoleSink(name)
         } else {
             let bytes: [UInt8]
             do {
@@ -126,7 +130,7 @@ public struct AppProfileBuilder: Sendable {
             }
             hmsFingerprint = fingerprint
         } else {
-            senders[.huawei] = ConsoleSink(app: name)
+            senders[.huawei] = consoleSink(name)
         }
         Self.warnAboutUnboundKeys(app: name, keys: keys, settings: settings, logger: logger)
         let verifier =

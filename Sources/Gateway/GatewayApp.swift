@@ -17,10 +17,17 @@ import SSLCrypto
 public struct GatewayApp {
     public let configuration: GatewayConfiguration
     public let logger: Logger
+    /// Where the notifications of apps without provider credentials go (``ConsoleSink``; tests collect them).
+    let consoleSink: @Sendable (_ app: String) -> any PushSender
 
     public init(configuration: GatewayConfiguration, logger: Logger) {
+        self.init(configuration: configuration, logger: logger, consoleSink: { ConsoleSink(app: $0) })
+    }
+
+    init(configuration: GatewayConfiguration, logger: Logger, consoleSink: @escaping @Sendable (_ app: String) -> any PushSender) {
         self.configuration = configuration
         self.logger = logger
+        self.consoleSink = consoleSink
     }
 
     public func run() async throws {
@@ -76,7 +83,7 @@ public struct GatewayApp {
                 baseURL: configuration.hms.baseURL, tokenURL: configuration.hms.tokenURL,
                 requestTimeout: .milliseconds(configuration.hms.requestTimeoutMs)),
             maxInFlightPerProject: configuration.fcm.maxInFlightPerProject,
-            allowInsecureEndpoints: configuration.allowInsecureEndpoints,
+            allowInsecureEndpoints: configuration.allowInsecureEndpoints, consoleSink: consoleSink,
             logger: logger)
 
         var clientProperties = kafka.properties
@@ -200,6 +207,9 @@ public struct GatewayApp {
             },
             logger: logger)
 
+        let watchdog = ShutdownWatchdog(bound: drain + .seconds(5), logger: logger)
+        // A run that returned (its shutdown within the bound) needs no watchdog: the process may go on (tests).
+        defer { watchdog.disarm() }
         let group = ServiceGroup(
             configuration: .init(
                 // Started in this order, stopped in reverse: stop consuming (finish in-flight records, commit),
@@ -221,7 +231,7 @@ public struct GatewayApp {
                             changesTopic: kafka.changesTopic, snapshotRequestsTopic: kafka.snapshotRequestsTopic,
                             partitions: kafka.partitions, logger: logger))
                 ])
-                    + [.init(service: ShutdownWatchdog(bound: drain + .seconds(5), logger: logger))],
+                    + [.init(service: watchdog)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()

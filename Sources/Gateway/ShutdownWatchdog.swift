@@ -1,6 +1,7 @@
 import Foundation
 import GatewayLogging
 import Logging
+import Synchronization
 import ServiceLifecycle
 
 /// Ends the process if a graceful shutdown (SIGTERM, SIGINT) or a failed start takes longer than `bound`:
@@ -9,6 +10,7 @@ import ServiceLifecycle
 final class ShutdownWatchdog: Service, Sendable {
     private let bound: Duration
     private let logger: Logger
+    private let disarmed = Atomic<Bool>(false)
 
     init(bound: Duration, logger: Logger) {
         self.bound = bound
@@ -19,12 +21,16 @@ final class ShutdownWatchdog: Service, Sendable {
         try? await gracefulShutdown()
         let bound = self.bound
         let logger = self.logger
-        let thread = Thread {
+        let thread = Thread { [disarmed = self] in
             Thread.sleep(forTimeInterval: bound.seconds)
+            if disarmed.disarmed.load(ordering: .acquiring) { return }
             logger.error("shutdown took longer than its bound; exiting now (unfinished records are replayed)", metadata: [LoggingKeys.bound: "\(bound)"])
             exit(1)
         }
         thread.name = "shutdown-watchdog"
         thread.start()
     }
+
+    /// The shutdown finished within its bound: the process is not ended.
+    func disarm() { disarmed.store(true, ordering: .releasing) }
 }
