@@ -20,6 +20,8 @@ final class ChangeConsumer: Service, Sendable {
     private let topic: String
     private let store: StateStore
     private let processor: EventProcessor
+    /// Where the records are matched, a partition always on the same thread (``PartitionWorkers``).
+    private let workers: PartitionWorkers
     private let delivery: DeliveryService
     private let tickets: EventTickets
     private let ledger: OffsetLedger
@@ -49,8 +51,10 @@ final class ChangeConsumer: Service, Sendable {
     init(
         consumer: KafkaConsumer, topic: String, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
-        drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60), logger: Logger
+        drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60),
+        workers: PartitionWorkers = PartitionWorkers(count: 0), logger: Logger
     ) {
+        self.workers = workers
         self.takeBackAfter = takeBackAfter
         self.overBudgetRetry = overBudgetRetry
         self.sweeper = sweeper
@@ -73,6 +77,8 @@ final class ChangeConsumer: Service, Sendable {
     // MARK: Rebalances (on the polling thread)
 
     private func rebalanced(_ event: RebalanceEvent) {
+        // Nothing is matched while partitions change hands: the records admitted before are finished first.
+        workers.barrier()
         switch event {
         case .assigned(let topicPartitions):
             // The group coordinator answered: Kafka can be reached (whatever the producer says).
@@ -308,7 +314,8 @@ final class ChangeConsumer: Service, Sendable {
                 }
             case .record(let record):
                 health.kafkaReachable()
-                processor.handle(record)
+                guard let admitted = processor.admit(record) else { continue }
+                workers.run(on: record.partition) { [processor] in processor.process(admitted) }
             }
         }
     }

@@ -142,6 +142,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var partitioner = KeyPartitioner.consistentRandom
         /// Records in flight (consumed, notifications not yet handed over) before consumption pauses.
         public var maxInFlightRecords = 5000
+        /// Threads that match change records, each partition always on the same one (so in order), partitions
+        /// spread over them. 0: one per core.
+        public var workers = 0
         /// A start that cannot read the topics' metadata within this bound fails (non-zero exit, the cause on
         /// one line).
         public var startupTimeoutSeconds = 30
@@ -285,6 +288,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
         guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
+        guard (0...64).contains(kafka.workers) else { throw ConfigurationError("kafka.workers must be 0 (one per core) to 64") }
         guard state.standbyReplicas >= 0 else { throw ConfigurationError("state.standbyReplicas must be 0 or more") }
         guard http.writeTimeoutMs > 0, kafka.startupTimeoutSeconds > 0 else {
             throw ConfigurationError("http.writeTimeoutMs and kafka.startupTimeoutSeconds must be positive")
@@ -442,7 +446,7 @@ extension GatewayConfiguration.Shutdown {
 extension GatewayConfiguration.Kafka {
     enum CodingKeys: String, CodingKey {
         case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
-        case embeddedBrokerPort, properties, maxInFlightRecords, startupTimeoutSeconds
+        case embeddedBrokerPort, properties, maxInFlightRecords, startupTimeoutSeconds, workers
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -460,6 +464,7 @@ extension GatewayConfiguration.Kafka {
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
         maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords
         startupTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .startupTimeoutSeconds) ?? startupTimeoutSeconds
+        workers = try c.decodeIfPresent(Int.self, forKey: .workers) ?? workers
     }
 }
 

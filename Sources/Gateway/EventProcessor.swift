@@ -41,18 +41,44 @@ final class EventProcessor: Sendable {
     }
 
     /// Handles one record. Blocks while too many records are unfinished.
+    /// A record admitted on the poll thread, to be matched on its partition's worker.
+    struct Admitted: Sendable {
+        let record: KafkaRecord
+        let ticket: UInt64
+        /// The partition's state when the record was admitted: a record admitted before the partition was given up
+        /// and taken back (loaded again, read again from its committed offset) is not matched by the new one.
+        let owner: PartitionState
+    }
+
+    /// Matches one record now (tests, and a single worker).
     func handle(_ record: KafkaRecord) {
+        if let admitted = admit(record) { process(admitted) }
+    }
+
+    /// On the poll thread, in the partition's order: waits for capacity, and tracks the record (its offset, its
+    /// ticket) when this replica owns its partition. Nil: nothing to do (left to the partition's next owner).
+    func admit(_ record: KafkaRecord) -> Admitted? {
         ledger.waitForCapacity()
         // A record of a partition given up (revoked, or superseded) that was already fetched: left to the partition's
         // next owner, which reads it again from the committed offset. Not tracked here: nothing of it may hold the
         // partition's offsets or this replica's capacity.
-        guard store.partition(record.partition)?.role == .owner else {
+        guard let owner = store.partition(record.partition), owner.role == .owner else {
             ledger.giveBack()
-            return
+            return nil
         }
         ledger.start(partition: record.partition, offset: record.offset)
-        let ticket = tickets.open(partition: record.partition, offset: record.offset)
+        return Admitted(record: record, ticket: tickets.open(partition: record.partition, offset: record.offset), owner: owner)
+    }
+
+    /// On the partition's worker: decodes, dead-letters or matches the record, and releases its ticket.
+    func process(_ admitted: Admitted) {
+        let (record, ticket) = (admitted.record, admitted.ticket)
         defer { tickets.release(ticket) }
+        guard store.isCurrent(admitted.owner, index: record.partition) else {
+            // Given up (and perhaps taken back) since it was admitted: the partition's owner reads it again.
+            tickets.retain(ticket)
+            return
+        }
         let event: ChangeEvent
         do {
             event = try EventDecoder.decode(

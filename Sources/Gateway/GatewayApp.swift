@@ -170,7 +170,8 @@ public struct GatewayApp {
         let changes = ChangeConsumer(
             consumer: groupConsumer, topic: changesTopic, store: store, processor: processor, delivery: delivery,
             tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
-            takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)), logger: logger)
+            takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)),
+            workers: PartitionWorkers(count: kafka.workers), logger: logger)
         store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) })
         let service = SubscriptionService(
             store: store, profiles: profiles,
