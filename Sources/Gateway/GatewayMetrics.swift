@@ -160,7 +160,7 @@ public final class GatewayMetrics: Sendable {
     /// loudly, nobody revoked), in `pushgateway_notifications_our_fault_total` too.
     public func notificationFailed(provider: String, failure: DeliveryFailure) {
         notificationFailed(provider: provider, reason: failure.reason)
-        if failure.kind == .ourFault {
+        if failure.classification == .ourFault {
             counter("ourfault", Self.ourFault, [("provider", provider), ("reason", failure.reason)]).increment()
         }
     }

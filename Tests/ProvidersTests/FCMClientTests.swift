@@ -138,7 +138,7 @@ final class FCMClientTests: XCTestCase {
             let spec: [String: Any]
             let code: FCMErrorCode
             let status: Int
-            let classification: FCMError.Classification
+            let classification: ProviderClassification
             var retryAfter: Double? = nil
             var minimumDelay: Double? = nil
             var namesToken = false

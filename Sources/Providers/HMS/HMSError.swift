@@ -1,9 +1,5 @@
 import CurlHTTP
 
-/// What the delivery layer should do about a failed send, whatever the provider (SPEC §8): retry later,
-/// revoke the subscription, or report our own mistake. The same type as ``FCMError/Classification``.
-public typealias ProviderClassification = FCMError.Classification
-
 /// Why an HMS (Huawei Push Kit) send failed, with what the delivery layer needs to decide what to do next.
 ///
 /// Classification table (SPEC §8), first matching row wins; see ``classify(source:code:httpStatus:namesToken:)``:
