@@ -147,6 +147,20 @@ public struct FCMError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+extension FCMError: ProviderFailure {
+    public static func tokenFailure(_ failure: OAuthTokenFailure) -> FCMError {
+        FCMError(
+            source: .authentication, httpStatus: failure.httpStatus, status: failure.error, message: failure.message,
+            retryAfterSeconds: failure.retryAfterSeconds, transportError: failure.transportError)
+    }
+
+    public static func transportFailure(_ error: HTTPClientError) -> FCMError {
+        FCMError(source: .transport, message: error.message, transportError: error)
+    }
+
+    public static func cancelled(_ message: String) -> FCMError { FCMError(source: .cancelled, message: message) }
+}
+
 /// The outcome of ``FCMClient/send(token:data:)``.
 public enum FCMSendResult: Sendable {
     /// FCM accepted the message; its name is `projects/{project}/messages/{id}`.

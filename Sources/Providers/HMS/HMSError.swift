@@ -151,6 +151,21 @@ public struct HMSError: Error, Sendable, CustomStringConvertible {
     }
 }
 
+extension HMSError: ProviderFailure {
+    public static func tokenFailure(_ failure: OAuthTokenFailure) -> HMSError {
+        HMSError(
+            source: .authentication, httpStatus: failure.httpStatus, oauthError: failure.error,
+            oauthSubError: failure.subError, message: failure.message, retryAfterSeconds: failure.retryAfterSeconds,
+            transportError: failure.transportError)
+    }
+
+    public static func transportFailure(_ error: HTTPClientError) -> HMSError {
+        HMSError(source: .transport, message: error.message, transportError: error)
+    }
+
+    public static func cancelled(_ message: String) -> HMSError { HMSError(source: .cancelled, message: message) }
+}
+
 /// The outcome of ``HMSClient/send(token:dataJSON:)``.
 public enum HMSSendResult: Sendable {
     /// HMS accepted the message (`80000000`, or a partial success reporting it sent); `requestID` is HMS's
