@@ -22,15 +22,8 @@ struct OAuthTokenEndpoint<Failure: ProviderFailure>: Sendable {
             method: .post, url: url,
             headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
             body: grant, timeout: timeout)
-        let response: HTTPResponse
-        do {
-            response = try await http.send(request)
-        } catch let error as HTTPClientError {
-            throw .tokenFailure(
-                OAuthTokenFailure(message: "token endpoint unreachable: \(error.message)", transportError: error))
-        } catch {
-            throw .cancelled("token request cancelled")
-        }
+        let response = try await http.answer(
+            to: request, unanswered: { Failure.tokenFailure(.unreachable($0)) }, cancelled: "token request cancelled")
         switch OAuthTokenResponse.read(response, requestedAt: requestedAt, errorStyle: errorStyle) {
         case .token(let token, let expiresIn):
             logger.info("\(provider) OAuth token obtained", metadata: account.merging([

@@ -27,4 +27,9 @@ public struct OAuthTokenFailure: Sendable {
         self.retryAfterSeconds = retryAfterSeconds
         self.transportError = transportError
     }
+
+    /// The endpoint did not answer.
+    static func unreachable(_ error: HTTPClientError) -> OAuthTokenFailure {
+        OAuthTokenFailure(message: "token endpoint unreachable: \(error.message)", transportError: error)
+    }
 }
