@@ -165,7 +165,8 @@ let package = Package(
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [
-                "GatewayAPI", "Gateway", "GatewayEmbedded", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient", "EventDecoding",
+                "GatewayAPI", "Gateway", "GatewayEmbedded", "Providers", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient",
+                "EventDecoding",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],

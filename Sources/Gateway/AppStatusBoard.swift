@@ -1,5 +1,6 @@
 import CompactJSON
 import Foundation
+import Providers
 import PushCore
 import Synchronization
 

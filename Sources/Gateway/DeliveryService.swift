@@ -1,6 +1,7 @@
 import Foundation
 import GatewayLogging
 import Logging
+import Providers
 import PushCore
 import ServiceLifecycle
 import Synchronization
@@ -211,7 +212,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             return completed(key)  // cannot be built (over 4093 bytes even without data): counted, dropped
         }
         switch await sender.send(token: entry.subscriber.token, payload: payload) {
-        case .sent, .queued:
+        case .sent:
             metrics.notificationSent(provider: sender.provider)
             board?.sent(app: entry.app, project: sender.project)
             if entry.attempt > 0 { metrics.retryOutcome("delivered") }

@@ -1,5 +1,6 @@
 import CompactJSON
 import Prometheus
+import Providers
 import Synchronization
 
 /// The gateway's metrics, in one Prometheus registry (served at `/metrics`). Names follow Prometheus

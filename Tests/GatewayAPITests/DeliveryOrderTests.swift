@@ -1,5 +1,6 @@
 import Foundation
 import GatewayAPI
+import Providers
 import PushCore
 import XCTest
 

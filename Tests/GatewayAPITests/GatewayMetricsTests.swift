@@ -1,3 +1,4 @@
+import Providers
 import XCTest
 
 @testable import Gateway

@@ -1,9 +1,3 @@
-import Foundation
-import Logging
-import Providers
-import PushCore
-import Synchronization
-
 /// Why a provider refused a notification, and what to do about it (SPEC §8).
 public struct DeliveryFailure: Sendable, Equatable {
     /// A low-cardinality label (a provider error code, `transport`, ...).
