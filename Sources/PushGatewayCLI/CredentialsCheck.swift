@@ -1,5 +1,6 @@
 import CurlHTTP
 import Foundation
+import Gateway
 import Logging
 import Providers
 import Yams
@@ -16,35 +17,35 @@ import Yams
 ///
 /// Without a device token the dry runs use ``placeholderToken``: the provider then refuses the device token,
 /// which proves that it accepted our credentials and request. Nothing is sent to any device either way.
-public struct CredentialsCheck: Sendable {
+struct CredentialsCheck: Sendable {
     /// One line of the report.
-    public struct Finding: Sendable, Equatable, CustomStringConvertible {
-        public enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
+    struct Finding: Sendable, Equatable, CustomStringConvertible {
+        enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
         /// `settings`, `fcm` or `hms`.
-        public let subject: String
-        public let status: Status
-        public let message: String
+        let subject: String
+        let status: Status
+        let message: String
 
-        public var description: String {
+        var description: String {
             "\(subject.padding(toLength: 9, withPad: " ", startingAt: 0)) \(status.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)) \(message)"
         }
     }
 
     /// The device token of a dry run when none is given: no provider knows it.
-    public static let placeholderToken = "push-gateway-check-credentials"
+    static let placeholderToken = "push-gateway-check-credentials"
     /// The data of the dry-run message.
     static let dryRunData = Array(#"{"check":"credentials"}"#.utf8)
 
     let configuration: GatewayConfiguration
     let logger: Logger
 
-    public init(configuration: GatewayConfiguration, logger: Logger) {
+    init(configuration: GatewayConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
     }
 
     /// Runs the checks of `app`; the dry runs address `fcmToken` / `hmsToken` when given.
-    public func run(app: String, fcmToken: String? = nil, hmsToken: String? = nil) async -> [Finding] {
+    func run(app: String, fcmToken: String? = nil, hmsToken: String? = nil) async -> [Finding] {
         let http: HTTPClient
         do {
             http = try HTTPClient(
