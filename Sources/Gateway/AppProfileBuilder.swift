@@ -106,15 +106,7 @@ public struct AppProfileBuilder: Sendable {
         }
         if let hms = settings.hms {
             guard let httpClient else { throw ConfigurationError("hms: no HTTP client") }
-            var secret = hms.clientSecret
-            if !hms.clientSecretFile.isEmpty {
-                do {
-                    secret = try String(contentsOfFile: hms.clientSecretFile, encoding: .utf8)
-                        .trimmingCharacters(in: .whitespacesAndNewlines)
-                } catch {
-                    throw ConfigurationError("hms.clientSecretFile \(hms.clientSecretFile): cannot read it")
-                }
-            }
+            let secret = try hms.secret()
             let credentials = HMSCredentials(appId: hms.appId, clientId: hms.clientId, clientSecret: secret)
             let fingerprint = Self.fingerprint(Array("\(hms.appId)\u{0}\(hms.clientId)\u{0}\(secret)".utf8))
             if let previous, previous.hmsFingerprint == fingerprint, let sender = previous.senders[.huawei] {

@@ -144,18 +144,12 @@ struct CredentialsCheck: Sendable {
         } catch {
             return [Finding(subject: "fcm", status: .failed, message: "\(accountFile): \(error)")]
         }
-        let tokenURL = fcmConfiguration.tokenURL ?? account.tokenURI
-        if let error = await Self.tokenFailure(client.tokenManager) {
-            return [
-                Finding(
-                    subject: "fcm", status: .failed,
-                    message: "no OAuth access token for \(account.clientEmail) from \(tokenURL): \(error.message)"
-                        + Self.tokenHint(httpStatus: error.httpStatus))
-            ]
-        }
-        var findings = [
-            Finding(subject: "fcm", status: .ok, message: "OAuth access token obtained for \(account.clientEmail) from \(tokenURL)")
-        ]
+        let failure = await Self.tokenFailure(client.tokenManager)
+        let obtained = Self.tokenFinding(
+            subject: "fcm", account: account.clientEmail, tokenURL: fcmConfiguration.tokenURL ?? account.tokenURI,
+            failure: failure.map { (detail: $0.message, httpStatus: $0.httpStatus) })
+        guard obtained.status == .ok else { return [obtained] }
+        var findings = [obtained]
         let device = token ?? Self.placeholderToken
         switch await client.validate(token: device, dataJSON: Self.dryRunData) {
         case .sent:
@@ -196,38 +190,24 @@ struct CredentialsCheck: Sendable {
     // MARK: HMS
 
     private func checkHMS(_ settings: AppSettings.HMSSettings, token: String?, http: HTTPClient) async -> [Finding] {
-        var secret = settings.clientSecret
-        if !settings.clientSecretFile.isEmpty {
-            do {
-                secret = try String(contentsOfFile: settings.clientSecretFile, encoding: .utf8)
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
-            } catch {
-                return [Finding(subject: "hms", status: .failed, message: "hms.clientSecretFile \(settings.clientSecretFile): cannot read it")]
-            }
-        }
         let client: HMSClient
         do {
+            let secret = try settings.secret()
             client = try HMSClient(
                 credentials: HMSCredentials(appId: settings.appId, clientId: settings.clientId, clientSecret: secret),
                 httpClient: http, configuration: hmsConfiguration, logger: logger)
         } catch {
             return [Finding(subject: "hms", status: .failed, message: "\(error)")]
         }
-        if let error = await Self.tokenFailure(client.tokenManager) {
+        let failure = await Self.tokenFailure(client.tokenManager).map { error in
             var detail = error.message
             if let oauth = error.oauthError { detail += " (error \(oauth)" + (error.oauthSubError.map { ", sub_error \($0)" } ?? "") + ")" }
-            return [
-                Finding(
-                    subject: "hms", status: .failed,
-                    message: "no OAuth access token for client \(settings.clientId) from \(hmsConfiguration.tokenURL): \(detail)"
-                        + Self.tokenHint(httpStatus: error.httpStatus))
-            ]
+            return (detail: detail, httpStatus: error.httpStatus)
         }
-        var findings = [
-            Finding(
-                subject: "hms", status: .ok,
-                message: "OAuth access token obtained for client \(settings.clientId) from \(hmsConfiguration.tokenURL)")
-        ]
+        let obtained = Self.tokenFinding(
+            subject: "hms", account: "client \(settings.clientId)", tokenURL: hmsConfiguration.tokenURL, failure: failure)
+        guard obtained.status == .ok else { return [obtained] }
+        var findings = [obtained]
         switch await client.validate(token: token ?? Self.placeholderToken, dataJSON: Self.dryRunData) {
         case .sent:
             findings.append(
@@ -255,6 +235,19 @@ struct CredentialsCheck: Sendable {
         } catch {
             return error
         }
+    }
+
+    /// Whether an access token for `account` came from `tokenURL`, or why not (`failure`).
+    static func tokenFinding(
+        subject: String, account: String, tokenURL: String, failure: (detail: String, httpStatus: Int?)?
+    ) -> Finding {
+        guard let failure else {
+            return Finding(subject: subject, status: .ok, message: "OAuth access token obtained for \(account) from \(tokenURL)")
+        }
+        return Finding(
+            subject: subject, status: .failed,
+            message: "no OAuth access token for \(account) from \(tokenURL): \(failure.detail)"
+                + tokenHint(httpStatus: failure.httpStatus))
     }
 
     static func tokenHint(httpStatus: Int?) -> String {
