@@ -145,8 +145,11 @@ let package = Package(
         .executableTarget(
             name: "PushGatewayCLI",
             dependencies: [
-                "Gateway", "GatewayEmbedded", "EventDecoding", "PushFormats", "JOSE",
+                "Gateway", "GatewayEmbedded", "EventDecoding", "PushFormats", "JOSE", "Providers", "CurlHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                // check-credentials reads an app's settings file as the gateway does.
+                .product(name: "Yams", package: "Yams"),
             ],
             swiftSettings: strict,
             linkerSettings: rdkafkaRuntimePath
@@ -165,7 +168,8 @@ let package = Package(
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [
-                "GatewayAPI", "Gateway", "GatewayEmbedded", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient", "EventDecoding",
+                "GatewayAPI", "Gateway", "GatewayEmbedded", "Providers", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient",
+                "EventDecoding",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],

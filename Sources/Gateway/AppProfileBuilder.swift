@@ -25,7 +25,7 @@ public struct AppProfileBuilder: Sendable {
     let consoleSink: @Sendable (_ app: String) -> any PushSender
     let logger: Logger
 
-    init(
+    public init(
         httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(),
         maxInFlightPerProject: Int = 200, allowInsecureEndpoints: Bool = false,
         consoleSink: @escaping @Sendable (_ app: String) -> any PushSender = { ConsoleSink(app: $0) }, logger: Logger
@@ -39,7 +39,9 @@ public struct AppProfileBuilder: Sendable {
         self.logger = logger
     }
 
-    func build(name: String, settings: AppSettings, previous: AppProfile?) throws(ConfigurationError) -> AppProfile {
+    /// The profile of app `name`, compiled from `settings`; `previous`'s provider clients (and their cached tokens)
+    /// are kept when their credentials did not change. `push-gateway check-credentials` compiles with it too.
+    public func build(name: String, settings: AppSettings, previous: AppProfile?) throws(ConfigurationError) -> AppProfile {
         try settings.validate()
         var keys: [AuthKey] = []
         for (position, entry) in settings.authKeys.enumerated() {
@@ -104,15 +106,7 @@ public struct AppProfileBuilder: Sendable {
         }
         if let hms = settings.hms {
             guard let httpClient else { throw ConfigurationError("hms: no HTTP client") }
-            var secret = hms.clientSecret
-            if !hms.clientSecretFile.isEmpty {
-                do {
-                    secret = try String(contentsOfFile: hms.clientSecretFile, encoding: .utf8)
-                        .trimmingCharacters(in: .whitespacesAndNewlines)
-                } catch {
-                    throw ConfigurationError("hms.clientSecretFile \(hms.clientSecretFile): cannot read it")
-                }
-            }
+            let secret = try hms.secret()
             let credentials = HMSCredentials(appId: hms.appId, clientId: hms.clientId, clientSecret: secret)
             let fingerprint = Self.fingerprint(Array("\(hms.appId)\u{0}\(hms.clientId)\u{0}\(secret)".utf8))
             if let previous, previous.hmsFingerprint == fingerprint, let sender = previous.senders[.huawei] {

@@ -49,6 +49,18 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         public var clientId = ""
         public var clientSecret = ""
         public var clientSecretFile = ""
+
+        /// The client secret: `clientSecretFile`'s content (surrounding white space trimmed) when it is set,
+        /// else `clientSecret`.
+        public func secret() throws(ConfigurationError) -> String {
+            guard !clientSecretFile.isEmpty else { return clientSecret }
+            do {
+                return try String(contentsOfFile: clientSecretFile, encoding: .utf8)
+                    .trimmingCharacters(in: .whitespacesAndNewlines)
+            } catch {
+                throw ConfigurationError("hms.clientSecretFile \(clientSecretFile): cannot read it")
+            }
+        }
     }
 
     func validate() throws(ConfigurationError) {

@@ -1,5 +1,6 @@
 import CompactJSON
 import Foundation
+import Providers
 import PushCore
 import Synchronization
 
@@ -62,8 +63,8 @@ final class AppStatusBoard: Sendable {
         let now = clock()
         entries.withLock { entries in
             var status = entries[ExactString(app), default: Entry()].providers[project, default: ProviderStatus()]
-            status.lastError = (failure.reason, failure.kind.rawValue, now)
-            switch failure.kind {
+            status.lastError = (failure.reason, failure.classification.rawValue, now)
+            switch failure.classification {
             case .ourFault: status.ourFaultErrors += 1
             case .tokenDead: status.tokenDeadErrors += 1
             case .retryable: status.retryableErrors += 1

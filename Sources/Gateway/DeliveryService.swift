@@ -1,6 +1,7 @@
 import Foundation
 import GatewayLogging
 import Logging
+import Providers
 import PushCore
 import ServiceLifecycle
 import Synchronization
@@ -173,7 +174,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         let key = entry.key
         guard let profile = profiles.profile(entry.app), let sender = profile.sender(for: entry.subscriber.kind) else {
             // Settings or provider gone: our side. Retried later (within the 2-hour limit), nobody revoked.
-            return failed(key, entry, DeliveryFailure(reason: "no_provider", kind: .ourFault), provider: "none")
+            return failed(key, entry, DeliveryFailure(reason: "no_provider", classification: .ourFault), provider: "none")
         }
         // A retry of data for a subscription the user deleted meanwhile is dropped. (A revoked one keeps it:
         // what was decided before its revocation point is delivered before its revoke.)
@@ -192,7 +193,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             guard await partition.ensureOwnership() else {
                 if partition.role == .owner {
                     // Not confirmed in time (the broker is away): like any transient failure.
-                    return failed(key, entry, DeliveryFailure(reason: "ownership_unconfirmed", kind: .retryable), provider: "none")
+                    return failed(key, entry, DeliveryFailure(reason: "ownership_unconfirmed", classification: .retryable), provider: "none")
                 }
                 // Given up (superseded, or revoked): the new owner consumes the events again and delivers. Nothing
                 // is released: the event's offset must not move here.
@@ -211,7 +212,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             return completed(key)  // cannot be built (over 4093 bytes even without data): counted, dropped
         }
         switch await sender.send(token: entry.subscriber.token, payload: payload) {
-        case .sent, .queued:
+        case .sent:
             metrics.notificationSent(provider: sender.provider)
             board?.sent(app: entry.app, project: sender.project)
             if entry.attempt > 0 { metrics.retryOutcome("delivered") }
@@ -220,7 +221,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         case .failed(let failure):
             metrics.notificationFailed(provider: sender.provider, failure: failure)
             board?.failed(app: entry.app, project: sender.project, failure: failure)
-            if failure.kind == .tokenDead {
+            if failure.classification == .tokenDead {
                 tokenDead(key, reason: failure.reason)
             } else {
                 failed(key, entry, failure, provider: sender.provider)
@@ -242,7 +243,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
     }
 
     private func failed(_ key: RetryKey, _ entry: PendingNotification, _ failure: DeliveryFailure, provider: String) {
-        if failure.kind == .ourFault {
+        if failure.classification == .ourFault {
             logger.error(
                 "the provider refused our request or credentials: nobody is revoked, the notification is retried",
                 metadata: [LoggingKeys.app: "\(entry.app)", LoggingKeys.provider: "\(provider)", LoggingKeys.reason: "\(failure.reason)"])

@@ -18,12 +18,11 @@ public struct FCMSender: PushSender {
             return .sent
         case .failed(let error):
             let reason = error.code.map { "\($0)" } ?? error.source.description
-            let kind = DeliveryFailure.Kind(error.classification)
             // QUOTA_EXCEEDED is project-wide unless FCM says it is this device's own message rate.
             let projectQuota = error.code == .quotaExceeded && !error.message.lowercased().contains("device")
             return .failed(
                 DeliveryFailure(
-                    reason: reason, kind: kind, retryAfter: error.minimumRetryDelaySeconds, projectQuota: projectQuota))
+                    reason: reason, classification: error.classification, retryAfter: error.minimumRetryDelaySeconds, projectQuota: projectQuota))
         }
     }
 }

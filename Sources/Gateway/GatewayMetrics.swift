@@ -1,5 +1,6 @@
 import CompactJSON
 import Prometheus
+import Providers
 import Synchronization
 
 /// The gateway's metrics, in one Prometheus registry (served at `/metrics`). Names follow Prometheus
@@ -160,7 +161,7 @@ public final class GatewayMetrics: Sendable {
     /// loudly, nobody revoked), in `pushgateway_notifications_our_fault_total` too.
     public func notificationFailed(provider: String, failure: DeliveryFailure) {
         notificationFailed(provider: provider, reason: failure.reason)
-        if failure.kind == .ourFault {
+        if failure.classification == .ourFault {
             counter("ourfault", Self.ourFault, [("provider", provider), ("reason", failure.reason)]).increment()
         }
     }

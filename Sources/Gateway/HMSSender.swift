@@ -29,15 +29,15 @@ public final class HMSSender: PushSender {
             return .sent
         case .failed(let error):
             let reason = error.code.map { "hms_\($0.rawValue)" } ?? "hms_\(error.source)"
-            var kind = DeliveryFailure.Kind(error.classification)
+            var classification = error.classification
             if error.isAllTokensInvalid {
                 let trusted = guardrail.withLock { guardrail in
                     guardrail.record(token: token, invalid: true, now: now)
                     return guardrail.singleDeviceFailureIsCredible(now: now)
                 }
-                if !trusted { kind = .ourFault }
+                if !trusted { classification = .ourFault }
             }
-            return .failed(DeliveryFailure(reason: reason, kind: kind, retryAfter: error.minimumRetryDelaySeconds))
+            return .failed(DeliveryFailure(reason: reason, classification: classification, retryAfter: error.minimumRetryDelaySeconds))
         }
     }
 }

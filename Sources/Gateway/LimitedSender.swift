@@ -1,3 +1,4 @@
+import Providers
 import Synchronization
 
 /// Bounds the requests in flight to one provider project (one app's FCM project or HMS app): a slow or failing

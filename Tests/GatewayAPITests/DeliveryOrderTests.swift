@@ -1,5 +1,6 @@
 import Foundation
 import GatewayAPI
+import Providers
 import PushCore
 import XCTest
 
@@ -153,7 +154,7 @@ final class DeliveryOrderTests: XCTestCase {
     func testRetriesKeepTheirPlaceAndTheRevokeWaitsForThem() async throws {
         let harness = try await harness()
         try await subscribe(harness, device: "d1")
-        let unavailable = DeliveryOutcome.failed(DeliveryFailure(reason: "UNAVAILABLE", kind: .retryable))
+        let unavailable = DeliveryOutcome.failed(DeliveryFailure(reason: "UNAVAILABLE", classification: .retryable))
         harness.sender.script("d1", [unavailable, unavailable, unavailable])
         try harness.process(try set("/x", "1"), offset: 0)
         await harness.eventually("the first failure") { harness.sender.attempts(to: "d1") >= 1 }
@@ -177,7 +178,7 @@ final class DeliveryOrderTests: XCTestCase {
     func testDeadTokenDeletesTheSubscriptionWithoutARevoke() async throws {
         let harness = try await harness()
         try await subscribe(harness, device: "d1")
-        harness.sender.script("d1", [.failed(DeliveryFailure(reason: "UNREGISTERED", kind: .tokenDead))])
+        harness.sender.script("d1", [.failed(DeliveryFailure(reason: "UNREGISTERED", classification: .tokenDead))])
         try harness.process(try set("/x", "1"), offset: 0)
         await harness.eventually("the deletion") { harness.subscriptions(Self.app).isEmpty }
         await harness.eventually("the tombstone") { stateRecords(harness).last?.value == nil }
@@ -265,7 +266,7 @@ final class DeliveryOrderTests: XCTestCase {
         try await subscribe(first, device: "d1")
         try await subscribe(first, device: "d2")
         try await subscribe(first, device: "d3", path: "/y", mode: .noData)
-        let unavailable = DeliveryOutcome.failed(DeliveryFailure(reason: "UNAVAILABLE", kind: .retryable))
+        let unavailable = DeliveryOutcome.failed(DeliveryFailure(reason: "UNAVAILABLE", classification: .retryable))
         first.sender.script("d1", Array(repeating: unavailable, count: 1000))
         first.sender.script("d2", Array(repeating: unavailable, count: 1000))
         try first.process(try set("/x", "1"), offset: 0)

@@ -3,6 +3,7 @@ import GatewayAPI
 import Hummingbird
 import KafkaClient
 import Logging
+import Providers
 import PushCore
 import ServiceLifecycle
 import Synchronization

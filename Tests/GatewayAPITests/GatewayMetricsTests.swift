@@ -1,3 +1,4 @@
+import Providers
 import XCTest
 
 @testable import Gateway
@@ -33,9 +34,9 @@ final class GatewayMetricsTests: XCTestCase {
 
     func testOurFaultFailuresAreCountedApart() {
         let metrics = GatewayMetrics()
-        metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "THIRD_PARTY_AUTH_ERROR", kind: .ourFault))
-        metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "UNAVAILABLE", kind: .retryable))
-        metrics.notificationFailed(provider: "hms", failure: DeliveryFailure(reason: "hms_80300007", kind: .tokenDead))
+        metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "THIRD_PARTY_AUTH_ERROR", classification: .ourFault))
+        metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "UNAVAILABLE", classification: .retryable))
+        metrics.notificationFailed(provider: "hms", failure: DeliveryFailure(reason: "hms_80300007", classification: .tokenDead))
         let text = metrics.text()
         XCTAssertTrue(text.contains(#"pushgateway_notifications_our_fault_total{provider="fcm",reason="THIRD_PARTY_AUTH_ERROR"} 1"#), text)
         XCTAssertTrue(text.contains(#"pushgateway_notifications_failed_total{provider="fcm",reason="UNAVAILABLE"} 1"#), text)

@@ -4,35 +4,12 @@ import Providers
 import XCTest
 
 /// FCMClient + CurlHTTP against the fake FCM server (h2c), error injection included.
-final class FCMClientTests: XCTestCase {
-    nonisolated(unsafe) static var fake: FakeFCMProcess?
-
-    override class func setUp() {
-        super.setUp()
-        fake = try? FakeFCMProcess()
-    }
-
-    override class func tearDown() {
-        fake?.stop()
-        fake = nil
-        super.tearDown()
-    }
-
-    private var fake: FakeFCMProcess!
-    private var http: HTTPClient!
+final class FCMClientTests: FakeServerTestCase<FakeFCMProcess> {
     private var account: FCMServiceAccount!
 
     override func setUp() async throws {
-        guard let fake = Self.fake else { throw XCTSkip("fake FCM server (python3 + hypercorn) unavailable") }
-        self.fake = fake
-        http = try HTTPClient(logger: testLogger("test.http"))
+        try await super.setUp()
         account = try FCMServiceAccount(contentsOfFile: fake.serviceAccountPath)
-        try await fake.reset(http)
-    }
-
-    override func tearDown() async throws {
-        await http?.shutdown()
-        http = nil
     }
 
     private func makeClient(_ configuration: FCMConfiguration? = nil) throws -> FCMClient {
@@ -138,7 +115,7 @@ final class FCMClientTests: XCTestCase {
             let spec: [String: Any]
             let code: FCMErrorCode
             let status: Int
-            let classification: FCMError.Classification
+            let classification: ProviderClassification
             var retryAfter: Double? = nil
             var minimumDelay: Double? = nil
             var namesToken = false

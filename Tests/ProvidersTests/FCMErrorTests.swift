@@ -34,7 +34,7 @@ final class FCMErrorTests: XCTestCase {
     }
 
     func testClassificationTable() {
-        let cases: [(Int, String, String?, [String], FCMError.Classification)] = [
+        let cases: [(Int, String, String?, [String], ProviderClassification)] = [
             (404, "NOT_FOUND", "UNREGISTERED", [], .tokenDead),
             (403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH", [], .tokenDead),
             (400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", ["message.token"], .tokenDead),

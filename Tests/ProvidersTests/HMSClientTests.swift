@@ -4,35 +4,7 @@ import Providers
 import XCTest
 
 /// HMSClient + CurlHTTP against the fake HMS server (h2c, and h2 over TLS), error injection included.
-final class HMSClientTests: XCTestCase {
-    nonisolated(unsafe) static var fake: FakeHMSProcess?
-
-    override class func setUp() {
-        super.setUp()
-        fake = try? FakeHMSProcess()
-    }
-
-    override class func tearDown() {
-        fake?.stop()
-        fake = nil
-        super.tearDown()
-    }
-
-    private var fake: FakeHMSProcess!
-    private var http: HTTPClient!
-
-    override func setUp() async throws {
-        guard let fake = Self.fake else { throw XCTSkip("fake HMS server (python3 + hypercorn) unavailable") }
-        self.fake = fake
-        http = try HTTPClient(logger: testLogger("test.http"))
-        try await fake.reset(http)
-    }
-
-    override func tearDown() async throws {
-        await http?.shutdown()
-        http = nil
-    }
-
+final class HMSClientTests: FakeServerTestCase<FakeHMSProcess> {
     private func makeClient(
         _ configuration: HMSConfiguration? = nil, credentials: HMSCredentials? = nil
     ) throws -> HMSClient {

@@ -112,8 +112,10 @@ final class HMSUnitTests: XCTestCase {
     func testTokenFormIsPercentEncoded() throws {
         let fetcher = HMSTokenFetcher(
             credentials: HMSCredentials(appId: "1", clientId: "10 7", clientSecret: "a+b/c=d&é~"),
-            http: try HTTPClient(logger: testLogger("t")), tokenURL: "http://127.0.0.1:9/", timeout: .seconds(1),
-            now: WallClock.now, logger: testLogger("t"))
+            endpoint: OAuthTokenEndpoint<HMSError>(
+                http: try HTTPClient(logger: testLogger("t")), url: "http://127.0.0.1:9/", timeout: .seconds(1),
+                errorStyle: .withSubError, provider: "HMS", account: [:], logger: testLogger("t")),
+            now: WallClock.now)
         XCTAssertEqual(
             String(decoding: fetcher.formBody(), as: UTF8.self),
             "grant_type=client_credentials&client_id=10%207&client_secret=a%2Bb%2Fc%3Dd%26%C3%A9~")

@@ -3,37 +3,9 @@ import Foundation
 import XCTest
 
 /// CurlHTTP against the fake FCM server over h2c (prior knowledge).
-final class HTTPClientTests: XCTestCase {
-    nonisolated(unsafe) static var fake: FakeFCMProcess?
-
-    override class func setUp() {
-        super.setUp()
-        fake = try? FakeFCMProcess()
-    }
-
-    override class func tearDown() {
-        fake?.stop()
-        fake = nil
-        super.tearDown()
-    }
-
-    private var fake: FakeFCMProcess!
-    private var client: HTTPClient!
-
-    override func setUp() async throws {
-        guard let fake = Self.fake else { throw XCTSkip("fake FCM server (python3 + hypercorn) unavailable") }
-        self.fake = fake
-        client = try HTTPClient(logger: testLogger("test.http"))
-        try await fake.reset(client)
-    }
-
-    override func tearDown() async throws {
-        await client?.shutdown()
-        client = nil
-    }
-
+final class HTTPClientTests: FakeServerTestCase<FakeFCMProcess> {
     func testUsesHTTP2WithPriorKnowledge() async throws {
-        let response = try await client.send(HTTPRequest(url: fake.baseURL + "/_fake/requests"))
+        let response = try await http.send(HTTPRequest(url: fake.baseURL + "/_fake/requests"))
         XCTAssertEqual(response.status, 200)
         XCTAssertEqual(response.version, .http2)
         XCTAssertEqual(response.header("Content-Type"), "application/json; charset=UTF-8")
@@ -42,12 +14,12 @@ final class HTTPClientTests: XCTestCase {
 
     func testPostBodyAndHeadersArriveIntact() async throws {
         let body = Array(#"{"message":{"token":"x"}}"#.utf8)
-        let response = try await client.send(HTTPRequest(
+        let response = try await http.send(HTTPRequest(
             method: .post, url: fake.baseURL + "/v1/projects/p/messages:send",
             headers: [("Authorization", "Bearer nope"), ("Content-Type", "application/json"), ("X-Empty", "")],
             body: body))
         XCTAssertEqual(response.status, 401)  // unknown bearer token
-        let recorded = try await fake.requests(client)
+        let recorded = try await fake.requests(http)
         let send = try XCTUnwrap((recorded["sends"] as? [[String: Any]])?.first)
         XCTAssertEqual(send["body"] as? String, String(decoding: body, as: UTF8.self))
         XCTAssertEqual(send["http_version"] as? String, "2")
@@ -59,11 +31,11 @@ final class HTTPClientTests: XCTestCase {
 
     func testManyConcurrentRequestsShareAtMostTwoConnections() async throws {
         let url = fake.baseURL + "/v1/projects/p/messages:send"
-        let client = self.client!
+        let http = self.http!
         let ports = try await withThrowingTaskGroup(of: (Int, HTTPVersion).self) { group in
             for index in 0..<200 {
                 group.addTask {
-                    let response = try await client.send(HTTPRequest(
+                    let response = try await http.send(HTTPRequest(
                         method: .post, url: url, body: Array(#"{"i":\#(index)}"#.utf8)))
                     XCTAssertEqual(response.status, 401)
                     return (response.localPort, response.version)
@@ -74,16 +46,16 @@ final class HTTPClientTests: XCTestCase {
         XCTAssertEqual(ports.count, 200)
         XCTAssertTrue(ports.allSatisfy { $0.1 == .http2 })
         XCTAssertLessThanOrEqual(Set(ports.map(\.0)).count, 2)
-        let recorded = try await fake.requests(client)
+        let recorded = try await fake.requests(http)
         XCTAssertEqual(recorded["send_count"] as? Int, 200)
         XCTAssertLessThanOrEqual(recorded["connections"] as? Int ?? 99, 2)
     }
 
     func testTimeoutIsATypedError() async throws {
-        try await fake.inject(client, ["delay_ms": 3000])
+        try await fake.inject(http, ["delay_ms": 3000])
         let started = ContinuousClock.now
         do {
-            _ = try await client.send(HTTPRequest(
+            _ = try await http.send(HTTPRequest(
                 method: .post, url: fake.baseURL + "/v1/projects/p/messages:send", body: [], timeout: .milliseconds(300)))
             XCTFail("expected a timeout")
         } catch let error as HTTPClientError {
@@ -93,13 +65,13 @@ final class HTTPClientTests: XCTestCase {
             XCTAssertTrue(error.isRetriable)
         }
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(2))
-        try await fake.inject(client, ["delay_ms": 0])
+        try await fake.inject(http, ["delay_ms": 0])
     }
 
     func testConnectionRefused() async throws {
         let port = try unusedPort()
         do {
-            _ = try await client.send(HTTPRequest(url: "http://127.0.0.1:\(port)/", timeout: .seconds(5)))
+            _ = try await http.send(HTTPRequest(url: "http://127.0.0.1:\(port)/", timeout: .seconds(5)))
             XCTFail("expected a connection error")
         } catch let error as HTTPClientError {
             XCTAssertEqual(error.curlCode, 7, "\(error)")  // CURLE_COULDNT_CONNECT
@@ -110,13 +82,13 @@ final class HTTPClientTests: XCTestCase {
 
     func testInvalidRequestsAreRejected() async throws {
         do {
-            _ = try await client.send(HTTPRequest(url: "ftp://127.0.0.1/x"))
+            _ = try await http.send(HTTPRequest(url: "ftp://127.0.0.1/x"))
             XCTFail("expected an error")
         } catch let error as HTTPClientError {
             XCTAssertEqual(error.code, .invalidRequest)
         }
         do {
-            _ = try await client.send(HTTPRequest(url: fake.baseURL + "/", headers: [("X", "a\r\nInjected: 1")]))
+            _ = try await http.send(HTTPRequest(url: fake.baseURL + "/", headers: [("X", "a\r\nInjected: 1")]))
             XCTFail("expected an error")
         } catch let error as HTTPClientError {
             XCTAssertEqual(error.code, .invalidRequest)
@@ -124,11 +96,11 @@ final class HTTPClientTests: XCTestCase {
     }
 
     func testCancellationAbortsTheTransfer() async throws {
-        try await fake.inject(client, ["delay_ms": 3000])
-        let client = self.client!
+        try await fake.inject(http, ["delay_ms": 3000])
+        let http = self.http!
         let url = fake.baseURL + "/v1/projects/p/messages:send"
         let started = ContinuousClock.now
-        let task = Task { try await client.send(HTTPRequest(method: .post, url: url, body: [])) }
+        let task = Task { try await http.send(HTTPRequest(method: .post, url: url, body: [])) }
         try await Task.sleep(for: .milliseconds(200))
         task.cancel()
         do {
@@ -138,11 +110,11 @@ final class HTTPClientTests: XCTestCase {
             XCTAssertTrue(error is CancellationError, "\(error)")
         }
         XCTAssertLessThan(ContinuousClock.now - started, .seconds(2))
-        try await fake.inject(client, ["delay_ms": 0])
+        try await fake.inject(http, ["delay_ms": 0])
     }
 
     func testQueueBoundFailsFastWhenFull() async throws {
-        try await fake.inject(client, ["delay_ms": 1000])
+        try await fake.inject(http, ["delay_ms": 1000])
         let small = try HTTPClient(
             configuration: HTTPClientConfiguration(maxConcurrentRequests: 1, maxQueuedRequests: 1),
             logger: testLogger("test.small"))
@@ -162,11 +134,11 @@ final class HTTPClientTests: XCTestCase {
         XCTAssertEqual(firstStatus, 401)
         XCTAssertEqual(secondStatus, 401)
         await small.shutdown()
-        try await fake.inject(client, ["delay_ms": 0])
+        try await fake.inject(http, ["delay_ms": 0])
     }
 
     func testShutdownFailsPendingRequestsAndLaterOnes() async throws {
-        try await fake.inject(client, ["delay_ms": 3000])
+        try await fake.inject(http, ["delay_ms": 3000])
         let doomed = try HTTPClient(logger: testLogger("test.doomed"))
         let url = fake.baseURL + "/v1/projects/p/messages:send"
         let tasks = (0..<5).map { _ in Task { try await doomed.send(HTTPRequest(method: .post, url: url, body: [])) } }
@@ -190,7 +162,7 @@ final class HTTPClientTests: XCTestCase {
             XCTAssertFalse(error.isRetriable)
         }
         await doomed.shutdown()  // idempotent
-        try await fake.inject(client, ["delay_ms": 0])
+        try await fake.inject(http, ["delay_ms": 0])
     }
 
     private func unusedPort() throws -> Int {

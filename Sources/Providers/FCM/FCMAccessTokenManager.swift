@@ -6,10 +6,6 @@ import SSLCrypto
 /// when FCM answers 401 with a token.
 public typealias FCMAccessTokenManager = OAuthTokenCache<FCMError>
 
-extension FCMError: TokenFetchFailure {
-    public static func tokenFetchFailed(_ message: String) -> FCMError { FCMError(source: .authentication, message: message) }
-}
-
 extension OAuthTokenCache where Failure == FCMError {
     /// A manager that obtains tokens for `serviceAccount` from its token endpoint (or
     /// `configuration.tokenURL`) through `httpClient`. Throws if the private key cannot be loaded.
@@ -20,10 +16,13 @@ extension OAuthTokenCache where Failure == FCMError {
         logger: Logger,
         now: @escaping @Sendable () -> Double = WallClock.now
     ) throws {
+        let endpoint = OAuthTokenEndpoint<FCMError>(
+            http: httpClient, url: configuration.tokenURL ?? serviceAccount.tokenURI,
+            timeout: configuration.tokenRequestTimeout, errorStyle: .standard, provider: "FCM",
+            account: ["fcm.client_email": "\(serviceAccount.clientEmail)"], logger: logger)
         let fetcher = GoogleTokenFetcher(
-            account: serviceAccount, key: try RSAPrivateKey(pem: serviceAccount.privateKeyPEM), http: httpClient,
-            tokenURL: configuration.tokenURL ?? serviceAccount.tokenURI, timeout: configuration.tokenRequestTimeout,
-            now: now, logger: logger)
+            account: serviceAccount, key: try RSAPrivateKey(pem: serviceAccount.privateKeyPEM), endpoint: endpoint,
+            now: now)
         self.init(
             refreshMargin: configuration.tokenRefreshMargin, failureBackoff: configuration.tokenFailureBackoff,
             now: now, fetch: { () async throws(FCMError) -> OAuthAccessToken in try await fetcher.fetch() })

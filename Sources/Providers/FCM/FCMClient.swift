@@ -4,20 +4,19 @@ import Logging
 /// Sends data messages through the FCM HTTP v1 API for one service account (one Firebase project).
 ///
 /// Each ``send(token:data:)`` is one `POST {baseURL}/v1/projects/{project_id}/messages:send` with a bearer
-/// token from the account's ``FCMAccessTokenManager``. When FCM answers 401 about the OAuth token (not
-/// `THIRD_PARTY_AUTH_ERROR`), the token is invalidated and the request repeated once with a fresh one; only
-/// a second 401 is reported. Failures come back classified (``FCMError/classification``), never thrown.
+/// token from the account's ``FCMAccessTokenManager`` (``BearerTokenHTTPClient``). When FCM answers 401 about
+/// the OAuth token (not `THIRD_PARTY_AUTH_ERROR`), the token is invalidated and the request repeated once with
+/// a fresh one; only a second 401 is reported. Failures come back classified (``FCMError/classification``),
+/// never thrown.
 ///
 /// Logs never contain push tokens, OAuth tokens or keys in clear, only ``Redaction/fingerprint(_:)``s.
 public final class FCMClient: Sendable {
     /// The Firebase project messages are sent for.
     public let projectID: String
     /// The account's token cache (shared by all sends of this client).
-    public let tokenManager: FCMAccessTokenManager
+    public var tokenManager: FCMAccessTokenManager { endpoint.tokens }
 
-    private let http: HTTPClient
-    private let sendURL: String
-    private let requestTimeout: Duration
+    private let endpoint: BearerTokenHTTPClient<FCMError>
     private let logger: Logger
 
     /// Creates a client. Throws if the account's private key cannot be loaded.
@@ -31,14 +30,14 @@ public final class FCMClient: Sendable {
         var logger = logger
         logger[metadataKey: "fcm.project"] = "\(serviceAccount.projectID)"
         projectID = serviceAccount.projectID
-        tokenManager = try FCMAccessTokenManager(
+        let tokenManager = try FCMAccessTokenManager(
             serviceAccount: serviceAccount, httpClient: httpClient, configuration: configuration, logger: logger,
             now: now)
-        http = httpClient
         var base = configuration.baseURL
         while base.hasSuffix("/") { base.removeLast() }
-        sendURL = "\(base)/v1/projects/\(serviceAccount.projectID)/messages:send"
-        requestTimeout = configuration.requestTimeout
+        endpoint = BearerTokenHTTPClient(
+            http: httpClient, url: "\(base)/v1/projects/\(serviceAccount.projectID)/messages:send",
+            timeout: configuration.requestTimeout, tokens: tokenManager, provider: "FCM", logger: logger)
         self.logger = logger
     }
 
@@ -60,47 +59,25 @@ public final class FCMClient: Sendable {
     }
 
     private func send(token pushToken: String, body: [UInt8]) async -> FCMSendResult {
-        var refreshedAfter401 = false
-        while true {
-            let accessToken: String
-            do {
-                accessToken = try await tokenManager.accessToken()
-            } catch {
-                return .failed(error)
-            }
-            let request = HTTPRequest(
-                method: .post, url: sendURL,
-                headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")],
-                body: body, timeout: requestTimeout)
-            let response: HTTPResponse
-            do {
-                response = try await http.send(request)
-            } catch let error as HTTPClientError {
-                let failure = FCMError(source: .transport, message: error.message, transportError: error)
-                log(failure, pushToken)
-                return .failed(failure)
-            } catch {
-                return .failed(FCMError(source: .cancelled, message: "send cancelled"))
-            }
-            if response.status == 200 {
-                return .sent(messageName: FCMResponseParser.messageName(from: response.body))
-            }
-            let failure = FCMResponseParser.error(from: response)
-            if response.status == 401, failure.code != .thirdPartyAuthError, !refreshedAfter401 {
-                // Our access token was refused (revoked or expired early): fetch a new one and try once more.
-                refreshedAfter401 = true
-                await tokenManager.invalidate(accessToken)
-                logger.info("FCM refused the OAuth token; refreshing it", metadata: [
-                    "oauth.token": "\(Redaction.fingerprint(accessToken))",
-                ])
-                continue
-            }
-            log(failure, pushToken)
-            return .failed(failure)
+        do {
+            return .sent(messageName: try await endpoint.post(body, read: Self.answer))
+        } catch {
+            log(error, pushToken)
+            return .failed(error)
         }
     }
 
+    /// A 200 is sent; a 401 about our OAuth token (not `THIRD_PARTY_AUTH_ERROR`) is worth a fresh token.
+    private static func answer(_ response: HTTPResponse) -> BearerTokenHTTPClient<FCMError>.Answer<String> {
+        if response.status == 200 { return .sent(FCMResponseParser.messageName(from: response.body)) }
+        let failure = FCMResponseParser.error(from: response)
+        if response.status == 401, failure.code != .thirdPartyAuthError { return .tokenRefused(failure, metadata: [:]) }
+        return .failed(failure)
+    }
+
+    /// Logs a refusal by FCM or a transport failure (the token fetcher logs its own failures).
     private func log(_ failure: FCMError, _ pushToken: String) {
+        guard failure.source == .fcm || failure.source == .transport else { return }
         let metadata: Logger.Metadata = [
             "push.token": "\(Redaction.fingerprint(pushToken))",
             "fcm.classification": "\(failure.classification)",

@@ -2,25 +2,6 @@ import CurlHTTP
 
 /// Why an FCM send failed, with what the delivery layer needs to decide what to do next.
 public struct FCMError: Error, Sendable, CustomStringConvertible {
-    /// What the delivery layer should do about a failure (SPEC §8).
-    public enum Classification: Hashable, Sendable, CustomStringConvertible {
-        /// Temporary: retry later with backoff (honouring ``FCMError/minimumRetryDelaySeconds``).
-        case retryable
-        /// The push token is dead: revoke the subscription.
-        case tokenDead
-        /// Our request, configuration or credentials are wrong: never revoke anyone; report loudly
-        /// (log, metric, per-app status) and retry later or park.
-        case ourFault
-
-        public var description: String {
-            switch self {
-            case .retryable: "retryable"
-            case .tokenDead: "tokenDead"
-            case .ourFault: "ourFault"
-            }
-        }
-    }
-
     /// Where the failure happened.
     public enum Source: Hashable, Sendable, CustomStringConvertible {
         /// FCM answered `messages:send` with an error status.
@@ -64,7 +45,7 @@ public struct FCMError: Error, Sendable, CustomStringConvertible {
     /// The transport error, when `source` is `.transport` (or `.authentication` without a response).
     public let transportError: HTTPClientError?
     /// What to do about it; see ``classify(source:code:httpStatus:namesToken:)``.
-    public let classification: Classification
+    public let classification: ProviderClassification
 
     public init(
         source: Source,
@@ -128,7 +109,7 @@ public struct FCMError: Error, Sendable, CustomStringConvertible {
     /// every device of an app.
     public static func classify(
         source: Source, code: FCMErrorCode?, httpStatus: Int?, namesToken: Bool
-    ) -> Classification {
+    ) -> ProviderClassification {
         switch source {
         case .cancelled, .transport:
             return .retryable
@@ -164,6 +145,20 @@ public struct FCMError: Error, Sendable, CustomStringConvertible {
         if !fieldViolations.isEmpty { text += ", fields: \(fieldViolations)" }
         return text + "): \(message)"
     }
+}
+
+extension FCMError: ProviderFailure {
+    public static func tokenFailure(_ failure: OAuthTokenFailure) -> FCMError {
+        FCMError(
+            source: .authentication, httpStatus: failure.httpStatus, status: failure.error, message: failure.message,
+            retryAfterSeconds: failure.retryAfterSeconds, transportError: failure.transportError)
+    }
+
+    public static func transportFailure(_ error: HTTPClientError) -> FCMError {
+        FCMError(source: .transport, message: error.message, transportError: error)
+    }
+
+    public static func cancelled(_ message: String) -> FCMError { FCMError(source: .cancelled, message: message) }
 }
 
 /// The outcome of ``FCMClient/send(token:data:)``.

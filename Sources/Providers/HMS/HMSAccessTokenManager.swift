@@ -5,10 +5,6 @@ import Logging
 /// refuses a token (`80200001`, `80200003`, HTTP 401).
 public typealias HMSAccessTokenManager = OAuthTokenCache<HMSError>
 
-extension HMSError: TokenFetchFailure {
-    public static func tokenFetchFailed(_ message: String) -> HMSError { HMSError(source: .authentication, message: message) }
-}
-
 extension OAuthTokenCache where Failure == HMSError {
     /// A manager that obtains tokens for `credentials` from `configuration.tokenURL` through `httpClient`.
     public init(
@@ -19,8 +15,12 @@ extension OAuthTokenCache where Failure == HMSError {
         now: @escaping @Sendable () -> Double = WallClock.now
     ) {
         let fetcher = HMSTokenFetcher(
-            credentials: credentials, http: httpClient, tokenURL: configuration.tokenURL,
-            timeout: configuration.tokenRequestTimeout, now: now, logger: logger)
+            credentials: credentials,
+            endpoint: OAuthTokenEndpoint<HMSError>(
+                http: httpClient, url: configuration.tokenURL, timeout: configuration.tokenRequestTimeout,
+                errorStyle: .withSubError, provider: "HMS", account: ["hms.client_id": "\(credentials.clientId)"],
+                logger: logger),
+            now: now)
         self.init(
             refreshMargin: configuration.tokenRefreshMargin, failureBackoff: configuration.tokenFailureBackoff,
             now: now, fetch: { () async throws(HMSError) -> OAuthAccessToken in try await fetcher.fetch() })

@@ -4,7 +4,7 @@ import Logging
 /// Sends data messages through the Huawei Push Kit server API v1 for one app.
 ///
 /// Each ``send(token:dataJSON:)`` is one `POST {baseURL}/v1/{appId}/messages:send` with a bearer token from
-/// the app's ``HMSAccessTokenManager`` (OAuth 2.0 client credentials). HMS answers
+/// the app's ``HMSAccessTokenManager`` (OAuth 2.0 client credentials; ``BearerTokenHTTPClient``). HMS answers
 /// `{"code":"…","msg":"…","requestId":"…"}`, often with HTTP 200 even for failures, so the result code
 /// decides (table on ``HMSError``). When HMS refuses the OAuth token (`80200001`, `80200003`, or HTTP 401),
 /// the token is invalidated and the request repeated once with a fresh one; only a second refusal is reported
@@ -21,11 +21,9 @@ public final class HMSClient: Sendable {
     /// The app messages are sent for.
     public let appId: String
     /// The app's token cache (shared by all sends of this client).
-    public let tokenManager: HMSAccessTokenManager
+    public var tokenManager: HMSAccessTokenManager { endpoint.tokens }
 
-    private let http: HTTPClient
-    private let sendURL: String
-    private let requestTimeout: Duration
+    private let endpoint: BearerTokenHTTPClient<HMSError>
     private let logger: Logger
 
     /// Creates a client. Throws ``ConfigurationError`` for empty credentials, an app ID that cannot be put in
@@ -41,13 +39,13 @@ public final class HMSClient: Sendable {
         var logger = logger
         logger[metadataKey: "hms.app_id"] = "\(credentials.appId)"
         appId = credentials.appId
-        tokenManager = HMSAccessTokenManager(
+        let tokenManager = HMSAccessTokenManager(
             credentials: credentials, httpClient: httpClient, configuration: configuration, logger: logger, now: now)
-        http = httpClient
         var base = configuration.baseURL
         while base.hasSuffix("/") { base.removeLast() }
-        sendURL = "\(base)/v1/\(credentials.appId)/messages:send"
-        requestTimeout = configuration.requestTimeout
+        endpoint = BearerTokenHTTPClient(
+            http: httpClient, url: "\(base)/v1/\(credentials.appId)/messages:send",
+            timeout: configuration.requestTimeout, tokens: tokenManager, provider: "HMS", logger: logger)
         self.logger = logger
     }
 
@@ -92,51 +90,31 @@ public final class HMSClient: Sendable {
     }
 
     private func send(token pushToken: String, body: [UInt8]) async -> HMSSendResult {
-        var refreshedOnce = false
-        while true {
-            let accessToken: String
-            do {
-                accessToken = try await tokenManager.accessToken()
-            } catch {
-                return .failed(error)
-            }
-            let request = HTTPRequest(
-                method: .post, url: sendURL,
-                headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")],
-                body: body, timeout: requestTimeout)
-            let response: HTTPResponse
-            do {
-                response = try await http.send(request)
-            } catch let error as HTTPClientError {
-                let failure = HMSError(source: .transport, message: error.message, transportError: error)
-                log(failure, pushToken)
-                return .failed(failure)
-            } catch {
-                return .failed(HMSError(source: .cancelled, message: "send cancelled"))
-            }
-            switch HMSResponseParser.outcome(of: response, pushToken: pushToken) {
-            case .sent(let requestID):
-                return .sent(requestID: requestID)
-            case .failed(let failure):
-                let tokenRefused = (failure.code?.isOAuthTokenRefusal ?? false) || response.status == 401
-                if tokenRefused, !refreshedOnce {
-                    // Our access token was refused (expired or revoked early): fetch a new one and try once more.
-                    refreshedOnce = true
-                    await tokenManager.invalidate(accessToken)
-                    logger.info("HMS refused the OAuth token; refreshing it", metadata: [
-                        "oauth.token": "\(Redaction.fingerprint(accessToken))",
-                        "hms.code": "\(failure.code?.rawValue ?? "-")",
-                        "http.status": "\(response.status)",
-                    ])
-                    continue
-                }
-                log(failure, pushToken)
-                return .failed(failure)
-            }
+        do {
+            return .sent(requestID: try await endpoint.post(body) { response in Self.answer(response, pushToken) })
+        } catch {
+            log(error, pushToken)
+            return .failed(error)
         }
     }
 
+    /// A success is sent; `80200001`, `80200003` or HTTP 401 (our OAuth token refused) are worth a fresh token.
+    private static func answer(_ response: HTTPResponse, _ pushToken: String) -> BearerTokenHTTPClient<HMSError>.Answer<String> {
+        switch HMSResponseParser.outcome(of: response, pushToken: pushToken) {
+        case .sent(let requestID):
+            return .sent(requestID)
+        case .failed(let failure) where (failure.code?.isOAuthTokenRefusal ?? false) || response.status == 401:
+            return .tokenRefused(failure, metadata: [
+                "hms.code": "\(failure.code?.rawValue ?? "-")", "http.status": "\(response.status)",
+            ])
+        case .failed(let failure):
+            return .failed(failure)
+        }
+    }
+
+    /// Logs a refusal by HMS or a transport failure (the token fetcher logs its own failures).
     private func log(_ failure: HMSError, _ pushToken: String) {
+        guard failure.source == .hms || failure.source == .transport else { return }
         let metadata: Logger.Metadata = [
             "push.token": "\(Redaction.fingerprint(pushToken))",
             "hms.classification": "\(failure.classification)",

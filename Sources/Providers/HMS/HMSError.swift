@@ -1,9 +1,5 @@
 import CurlHTTP
 
-/// What the delivery layer should do about a failed send, whatever the provider (SPEC §8): retry later,
-/// revoke the subscription, or report our own mistake. The same type as ``FCMError/Classification``.
-public typealias ProviderClassification = FCMError.Classification
-
 /// Why an HMS (Huawei Push Kit) send failed, with what the delivery layer needs to decide what to do next.
 ///
 /// Classification table (SPEC §8), first matching row wins; see ``classify(source:code:httpStatus:namesToken:)``:
@@ -153,6 +149,21 @@ public struct HMSError: Error, Sendable, CustomStringConvertible {
         if let requestID { text += ", requestId: \(requestID)" }
         return text + "): \(message)"
     }
+}
+
+extension HMSError: ProviderFailure {
+    public static func tokenFailure(_ failure: OAuthTokenFailure) -> HMSError {
+        HMSError(
+            source: .authentication, httpStatus: failure.httpStatus, oauthError: failure.error,
+            oauthSubError: failure.subError, message: failure.message, retryAfterSeconds: failure.retryAfterSeconds,
+            transportError: failure.transportError)
+    }
+
+    public static func transportFailure(_ error: HTTPClientError) -> HMSError {
+        HMSError(source: .transport, message: error.message, transportError: error)
+    }
+
+    public static func cancelled(_ message: String) -> HMSError { HMSError(source: .cancelled, message: message) }
 }
 
 /// The outcome of ``HMSClient/send(token:dataJSON:)``.

@@ -25,7 +25,7 @@ enum HMSResponseParser {
                 message: "HTTP \(response.status) with an unexpected body (\(response.body.count) bytes)",
                 retryAfterSeconds: retryAfter))
         }
-        let code = HMSTokenFetcher.scalarText(document["code"]).map(HMSResultCode.init(rawValue:))
+        let code = document["code"]?.scalarText.map(HMSResultCode.init(rawValue:))
         let requestID = document["requestId"]?.stringValue
         let msg = document["msg"]?.stringValue
         if code == .success, response.status == 200 {

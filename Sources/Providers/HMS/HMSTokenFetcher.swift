@@ -1,18 +1,12 @@
-import CompactJSON
-import CurlHTTP
-import Logging
-
 /// Obtains access tokens with Huawei's OAuth 2.0 client-credentials grant: `POST {tokenURL}` with the form
 /// `grant_type=client_credentials&client_id=…&client_secret=…`, answered by
 /// `{"access_token":"…","expires_in":3600,"token_type":"Bearer"}` or, on failure (HTTP 400/401),
-/// `{"error":1101,"sub_error":20356,"error_description":"invalid client_secret"}`.
+/// `{"error":1101,"sub_error":20356,"error_description":"invalid client_secret"}` (read by
+/// ``OAuthTokenEndpoint``).
 struct HMSTokenFetcher: Sendable {
     let credentials: HMSCredentials
-    let http: HTTPClient
-    let tokenURL: String
-    let timeout: Duration
+    let endpoint: OAuthTokenEndpoint<HMSError>
     let now: @Sendable () -> Double
-    let logger: Logger
 
     /// The form body, each value percent-encoded (RFC 3986 unreserved characters kept).
     func formBody() -> [UInt8] {
@@ -43,64 +37,9 @@ struct HMSTokenFetcher: Sendable {
         }
     }
 
-    /// The text of a JSON member that HMS writes as a number or a string (`"error":1101`).
-    static func scalarText(_ value: JSONValue?) -> String? {
-        switch value {
-        case .number(let lexeme)?: lexeme
-        case .string(let text)?: text
-        default: nil
-        }
-    }
-
     /// Fetches a new access token. Errors are ``HMSError``s with source `.authentication` (or `.cancelled`).
     func fetch() async throws(HMSError) -> OAuthAccessToken {
         let startedAt = now()
-        let request = HTTPRequest(
-            method: .post, url: tokenURL,
-            headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Accept", "application/json")],
-            body: formBody(), timeout: timeout)
-        let response: HTTPResponse
-        do {
-            response = try await http.send(request)
-        } catch let error as HTTPClientError {
-            throw HMSError(
-                source: .authentication, message: "token endpoint unreachable: \(error.message)",
-                transportError: error)
-        } catch {
-            throw HMSError(source: .cancelled, message: "token request cancelled")
-        }
-        let document = try? JSONParser.parse(response.body)
-        guard response.status == 200 else {
-            let error = HMSError(
-                source: .authentication, httpStatus: response.status,
-                oauthError: Self.scalarText(document?["error"]),
-                oauthSubError: Self.scalarText(document?["sub_error"]),
-                message: "token endpoint refused: "
-                    + (document?["error_description"]?.stringValue ?? "HTTP \(response.status)"),
-                retryAfterSeconds: response.header("retry-after").flatMap { RetryAfter.seconds(from: $0) })
-            logger.error("HMS OAuth token request failed", metadata: [
-                "hms.client_id": "\(credentials.clientId)", "http.status": "\(response.status)",
-                "oauth.error": "\(error.oauthError ?? "-")", "oauth.sub_error": "\(error.oauthSubError ?? "-")",
-                "error.message": "\(error.message)",
-            ])
-            throw error
-        }
-        guard let token = document?["access_token"]?.stringValue, !token.isEmpty,
-              let expiresIn = document?["expires_in"]?.doubleValue, expiresIn > 0
-        else {
-            throw HMSError(
-                source: .authentication, httpStatus: response.status,
-                message: "token endpoint answered 200 without access_token/expires_in")
-        }
-        if let type = document?["token_type"]?.stringValue, type.lowercased() != "bearer" {
-            throw HMSError(
-                source: .authentication, httpStatus: response.status,
-                message: "token endpoint issued an unsupported token_type \(type)")
-        }
-        logger.info("HMS OAuth token obtained", metadata: [
-            "hms.client_id": "\(credentials.clientId)", "oauth.token": "\(Redaction.fingerprint(token))",
-            "oauth.expires_in": "\(expiresIn)",
-        ])
-        return OAuthAccessToken(value: token, obtainedAt: startedAt, expiresAt: startedAt + expiresIn)
+        return try await endpoint.fetch(grant: formBody(), requestedAt: startedAt)
     }
 }

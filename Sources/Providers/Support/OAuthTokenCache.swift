@@ -1,8 +1,3 @@
-/// What a token fetch throws: the provider's error type, which can also describe an unexpected failure.
-public protocol TokenFetchFailure: Error, Sendable {
-    static func tokenFetchFailed(_ message: String) -> Self
-}
-
 /// Caches the OAuth2 access token of one provider account (an FCM service account, an HMS app) and renews it
 /// before it expires.
 ///
@@ -13,7 +8,7 @@ public protocol TokenFetchFailure: Error, Sendable {
 /// - A failed fetch is remembered for `failureBackoff` (default 1 s): callers fail fast with the same error
 ///   instead of hammering the token endpoint.
 /// - ``invalidate(_:)`` drops a token the provider refused, so the next call fetches a fresh one.
-public actor OAuthTokenCache<Failure: TokenFetchFailure> {
+public actor OAuthTokenCache<Failure: ProviderFailure> {
     /// A token is never handed out this close to its expiry (capped at half its lifetime).
     static var expirySafetySeconds: Double { 10.0 }
 
@@ -58,7 +53,7 @@ public actor OAuthTokenCache<Failure: TokenFetchFailure> {
         } catch let error as Failure {
             throw error
         } catch {
-            throw Failure.tokenFetchFailed("token fetch failed: \(error)")
+            throw Failure.tokenFailure(OAuthTokenFailure(message: "token fetch failed: \(error)"))
         }
     }
 

@@ -1,10 +1,5 @@
-import Foundation
-import Logging
-import Providers
-import PushCore
-import Synchronization
-
-/// Sends a data payload to one device.
+/// Sends a data payload to one device: what a provider offers the gateway (``FCMClient`` and ``HMSClient``
+/// behind the gateway's adapters, the console sink of the embedded defaults).
 public protocol PushSender: Sendable {
     /// The provider label in metrics: `fcm`, `hms`, `console`.
     var provider: String { get }

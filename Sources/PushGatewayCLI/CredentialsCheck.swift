@@ -1,5 +1,6 @@
 import CurlHTTP
 import Foundation
+import Gateway
 import Logging
 import Providers
 import Yams
@@ -16,35 +17,35 @@ import Yams
 ///
 /// Without a device token the dry runs use ``placeholderToken``: the provider then refuses the device token,
 /// which proves that it accepted our credentials and request. Nothing is sent to any device either way.
-public struct CredentialsCheck: Sendable {
+struct CredentialsCheck: Sendable {
     /// One line of the report.
-    public struct Finding: Sendable, Equatable, CustomStringConvertible {
-        public enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
+    struct Finding: Sendable, Equatable, CustomStringConvertible {
+        enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
         /// `settings`, `fcm` or `hms`.
-        public let subject: String
-        public let status: Status
-        public let message: String
+        let subject: String
+        let status: Status
+        let message: String
 
-        public var description: String {
+        var description: String {
             "\(subject.padding(toLength: 9, withPad: " ", startingAt: 0)) \(status.rawValue.padding(toLength: 7, withPad: " ", startingAt: 0)) \(message)"
         }
     }
 
     /// The device token of a dry run when none is given: no provider knows it.
-    public static let placeholderToken = "push-gateway-check-credentials"
+    static let placeholderToken = "push-gateway-check-credentials"
     /// The data of the dry-run message.
     static let dryRunData = Array(#"{"check":"credentials"}"#.utf8)
 
     let configuration: GatewayConfiguration
     let logger: Logger
 
-    public init(configuration: GatewayConfiguration, logger: Logger) {
+    init(configuration: GatewayConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
     }
 
     /// Runs the checks of `app`; the dry runs address `fcmToken` / `hmsToken` when given.
-    public func run(app: String, fcmToken: String? = nil, hmsToken: String? = nil) async -> [Finding] {
+    func run(app: String, fcmToken: String? = nil, hmsToken: String? = nil) async -> [Finding] {
         let http: HTTPClient
         do {
             http = try HTTPClient(
@@ -143,18 +144,12 @@ public struct CredentialsCheck: Sendable {
         } catch {
             return [Finding(subject: "fcm", status: .failed, message: "\(accountFile): \(error)")]
         }
-        let tokenURL = fcmConfiguration.tokenURL ?? account.tokenURI
-        if let error = await Self.tokenFailure(client.tokenManager) {
-            return [
-                Finding(
-                    subject: "fcm", status: .failed,
-                    message: "no OAuth access token for \(account.clientEmail) from \(tokenURL): \(error.message)"
-                        + Self.tokenHint(httpStatus: error.httpStatus))
-            ]
-        }
-        var findings = [
-            Finding(subject: "fcm", status: .ok, message: "OAuth access token obtained for \(account.clientEmail) from \(tokenURL)")
-        ]
+        let failure = await Self.tokenFailure(client.tokenManager)
+        let obtained = Self.tokenFinding(
+            subject: "fcm", account: account.clientEmail, tokenURL: fcmConfiguration.tokenURL ?? account.tokenURI,
+            failure: failure.map { (detail: $0.message, httpStatus: $0.httpStatus) })
+        guard obtained.status == .ok else { return [obtained] }
+        var findings = [obtained]
         let device = token ?? Self.placeholderToken
         switch await client.validate(token: device, dataJSON: Self.dryRunData) {
         case .sent:
@@ -195,38 +190,24 @@ public struct CredentialsCheck: Sendable {
     // MARK: HMS
 
     private func checkHMS(_ settings: AppSettings.HMSSettings, token: String?, http: HTTPClient) async -> [Finding] {
-        var secret = settings.clientSecret
-        if !settings.clientSecretFile.isEmpty {
-            do {
-                secret = try String(contentsOfFile: settings.clientSecretFile, encoding: .utf8)
-                    .trimmingCharacters(in: .whitespacesAndNewlines)
-            } catch {
-                return [Finding(subject: "hms", status: .failed, message: "hms.clientSecretFile \(settings.clientSecretFile): cannot read it")]
-            }
-        }
         let client: HMSClient
         do {
+            let secret = try settings.secret()
             client = try HMSClient(
                 credentials: HMSCredentials(appId: settings.appId, clientId: settings.clientId, clientSecret: secret),
                 httpClient: http, configuration: hmsConfiguration, logger: logger)
         } catch {
             return [Finding(subject: "hms", status: .failed, message: "\(error)")]
         }
-        if let error = await Self.tokenFailure(client.tokenManager) {
+        let failure = await Self.tokenFailure(client.tokenManager).map { error in
             var detail = error.message
             if let oauth = error.oauthError { detail += " (error \(oauth)" + (error.oauthSubError.map { ", sub_error \($0)" } ?? "") + ")" }
-            return [
-                Finding(
-                    subject: "hms", status: .failed,
-                    message: "no OAuth access token for client \(settings.clientId) from \(hmsConfiguration.tokenURL): \(detail)"
-                        + Self.tokenHint(httpStatus: error.httpStatus))
-            ]
+            return (detail: detail, httpStatus: error.httpStatus)
         }
-        var findings = [
-            Finding(
-                subject: "hms", status: .ok,
-                message: "OAuth access token obtained for client \(settings.clientId) from \(hmsConfiguration.tokenURL)")
-        ]
+        let obtained = Self.tokenFinding(
+            subject: "hms", account: "client \(settings.clientId)", tokenURL: hmsConfiguration.tokenURL, failure: failure)
+        guard obtained.status == .ok else { return [obtained] }
+        var findings = [obtained]
         switch await client.validate(token: token ?? Self.placeholderToken, dataJSON: Self.dryRunData) {
         case .sent:
             findings.append(
@@ -254,6 +235,19 @@ public struct CredentialsCheck: Sendable {
         } catch {
             return error
         }
+    }
+
+    /// Whether an access token for `account` came from `tokenURL`, or why not (`failure`).
+    static func tokenFinding(
+        subject: String, account: String, tokenURL: String, failure: (detail: String, httpStatus: Int?)?
+    ) -> Finding {
+        guard let failure else {
+            return Finding(subject: subject, status: .ok, message: "OAuth access token obtained for \(account) from \(tokenURL)")
+        }
+        return Finding(
+            subject: subject, status: .failed,
+            message: "no OAuth access token for \(account) from \(tokenURL): \(failure.detail)"
+                + tokenHint(httpStatus: failure.httpStatus))
     }
 
     static func tokenHint(httpStatus: Int?) -> String {
