@@ -88,7 +88,7 @@ let package = Package(
         .target(
             name: "Providers",
             dependencies: [
-                "CompactJSON", "CurlHTTP", "SSLCrypto",
+                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -145,7 +145,7 @@ let package = Package(
         .executableTarget(
             name: "PushGatewayCLI",
             dependencies: [
-                "Gateway", "GatewayEmbedded", "EventDecoding", "PushFormats", "JOSE", "Providers", "CurlHTTP",
+                "Gateway", "GatewayEmbedded", "GatewayLogging", "EventDecoding", "PushFormats", "JOSE", "Providers", "CurlHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // check-credentials reads an app's settings file as the gateway does.

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import EventDecoding
 import Gateway
+import GatewayLogging
 import KafkaClient
 import Logging
 import PushProto
@@ -45,7 +46,7 @@ struct Run: AsyncParsableCommand {
         do {
             try await GatewayApp(configuration: configuration, logger: logger).run()
         } catch {
-            logger.critical("push-gateway failed", metadata: ["error": "\(error)"])
+            logger.critical("push-gateway failed", metadata: [LoggingKeys.error: "\(error)"])
             throw ExitCode(1)
         }
     }

@@ -1,4 +1,5 @@
 import CurlHTTP
+import GatewayLogging
 import Logging
 import SSLCrypto
 
@@ -19,7 +20,7 @@ extension OAuthTokenCache where Failure == FCMError {
         let endpoint = OAuthTokenEndpoint<FCMError>(
             http: httpClient, url: configuration.tokenURL ?? serviceAccount.tokenURI,
             timeout: configuration.tokenRequestTimeout, errorStyle: .standard, provider: "FCM",
-            account: ["fcm.client_email": "\(serviceAccount.clientEmail)"], logger: logger)
+            account: [LoggingKeys.fcmClientEmail: "\(serviceAccount.clientEmail)"], logger: logger)
         let fetcher = GoogleTokenFetcher(
             account: serviceAccount, key: try RSAPrivateKey(pem: serviceAccount.privateKeyPEM), endpoint: endpoint,
             now: now)

@@ -1,4 +1,5 @@
 import CurlHTTP
+import GatewayLogging
 import Logging
 
 /// Sends data messages through the FCM HTTP v1 API for one service account (one Firebase project).
@@ -79,11 +80,11 @@ public final class FCMClient: Sendable {
     private func log(_ failure: FCMError, _ pushToken: String) {
         guard failure.source == .fcm || failure.source == .transport else { return }
         let metadata: Logger.Metadata = [
-            "push.token": "\(Redaction.fingerprint(pushToken))",
-            "fcm.classification": "\(failure.classification)",
-            "fcm.error_code": "\(failure.code?.rawValue ?? "-")",
-            "http.status": "\(failure.httpStatus.map(String.init) ?? "-")",
-            "error.message": "\(failure.message)",
+            LoggingKeys.pushToken: "\(Redaction.fingerprint(pushToken))",
+            LoggingKeys.fcmClassification: "\(failure.classification)",
+            LoggingKeys.fcmErrorCode: "\(failure.code?.rawValue ?? "-")",
+            LoggingKeys.httpStatus: "\(failure.httpStatus.map(String.init) ?? "-")",
+            LoggingKeys.errorMessage: "\(failure.message)",
         ]
         switch failure.classification {
         case .ourFault: logger.warning("FCM send failed (our request or credentials)", metadata: metadata)

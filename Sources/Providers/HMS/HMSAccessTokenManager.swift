@@ -1,4 +1,5 @@
 import CurlHTTP
+import GatewayLogging
 import Logging
 
 /// The OAuth 2.0 token cache of one Huawei app (``OAuthTokenCache``); ``invalidate(_:)`` is called when HMS
@@ -18,7 +19,7 @@ extension OAuthTokenCache where Failure == HMSError {
             credentials: credentials,
             endpoint: OAuthTokenEndpoint<HMSError>(
                 http: httpClient, url: configuration.tokenURL, timeout: configuration.tokenRequestTimeout,
-                errorStyle: .withSubError, provider: "HMS", account: ["hms.client_id": "\(credentials.clientId)"],
+                errorStyle: .withSubError, provider: "HMS", account: [LoggingKeys.hmsClientId: "\(credentials.clientId)"],
                 logger: logger),
             now: now)
         self.init(

@@ -1,4 +1,5 @@
 import CurlHTTP
+import GatewayLogging
 import Logging
 
 /// Sends data messages through the Huawei Push Kit server API v1 for one app.
@@ -105,7 +106,7 @@ public final class HMSClient: Sendable {
             return .sent(requestID)
         case .failed(let failure) where (failure.code?.isOAuthTokenRefusal ?? false) || response.status == 401:
             return .tokenRefused(failure, metadata: [
-                "hms.code": "\(failure.code?.rawValue ?? "-")", "http.status": "\(response.status)",
+                LoggingKeys.hmsCode: "\(failure.code?.rawValue ?? "-")", LoggingKeys.httpStatus: "\(response.status)",
             ])
         case .failed(let failure):
             return .failed(failure)
@@ -116,12 +117,12 @@ public final class HMSClient: Sendable {
     private func log(_ failure: HMSError, _ pushToken: String) {
         guard failure.source == .hms || failure.source == .transport else { return }
         let metadata: Logger.Metadata = [
-            "push.token": "\(Redaction.fingerprint(pushToken))",
-            "hms.classification": "\(failure.classification)",
-            "hms.code": "\(failure.code?.rawValue ?? "-")",
-            "hms.request_id": "\(failure.requestID ?? "-")",
-            "http.status": "\(failure.httpStatus.map(String.init) ?? "-")",
-            "error.message": "\(failure.message)",
+            LoggingKeys.pushToken: "\(Redaction.fingerprint(pushToken))",
+            LoggingKeys.hmsClassification: "\(failure.classification)",
+            LoggingKeys.hmsCode: "\(failure.code?.rawValue ?? "-")",
+            LoggingKeys.hmsRequestId: "\(failure.requestID ?? "-")",
+            LoggingKeys.httpStatus: "\(failure.httpStatus.map(String.init) ?? "-")",
+            LoggingKeys.errorMessage: "\(failure.message)",
         ]
         switch (failure.classification, failure.code) {
         case (.ourFault, _):

@@ -1,4 +1,5 @@
 import CurlHTTP
+import GatewayLogging
 import Logging
 
 /// POSTs JSON to one provider endpoint (FCM's or HMS's `messages:send`) with an OAuth 2.0 bearer token from
@@ -46,7 +47,7 @@ struct BearerTokenHTTPClient<Failure: ProviderFailure>: Sendable {
                 refreshedOnce = true
                 await tokens.invalidate(accessToken)
                 logger.info("\(provider) refused the OAuth token; refreshing it", metadata: metadata.merging([
-                    "oauth.token": "\(Redaction.fingerprint(accessToken))"
+                    LoggingKeys.oauthToken: "\(Redaction.fingerprint(accessToken))"
                 ]) { $1 })
             }
         }

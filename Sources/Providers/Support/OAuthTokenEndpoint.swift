@@ -1,4 +1,5 @@
 import CurlHTTP
+import GatewayLogging
 import Logging
 
 /// One provider account's OAuth 2.0 token endpoint: POSTs the grant its fetcher builds (a JWT assertion for
@@ -27,16 +28,16 @@ struct OAuthTokenEndpoint<Failure: ProviderFailure>: Sendable {
         switch OAuthTokenResponse.read(response, requestedAt: requestedAt, errorStyle: errorStyle) {
         case .token(let token, let expiresIn):
             logger.info("\(provider) OAuth token obtained", metadata: account.merging([
-                "oauth.token": "\(Redaction.fingerprint(token.value))",
-                "oauth.expires_in": "\(expiresIn)",
+                LoggingKeys.oauthToken: "\(Redaction.fingerprint(token.value))",
+                LoggingKeys.oauthExpiresIn: "\(expiresIn)",
             ]) { $1 })
             return token
         case .refused(let failure):
             var metadata = account
-            metadata["http.status"] = "\(response.status)"
-            metadata["oauth.error"] = "\(failure.error ?? "-")"
-            if errorStyle == .withSubError { metadata["oauth.sub_error"] = "\(failure.subError ?? "-")" }
-            metadata["error.message"] = "\(failure.message)"
+            metadata[LoggingKeys.httpStatus] = "\(response.status)"
+            metadata[LoggingKeys.oauthError] = "\(failure.error ?? "-")"
+            if errorStyle == .withSubError { metadata[LoggingKeys.oauthSubError] = "\(failure.subError ?? "-")" }
+            metadata[LoggingKeys.errorMessage] = "\(failure.message)"
             logger.error("\(provider) OAuth token request failed", metadata: metadata)
             throw .tokenFailure(failure)
         case .unusable(let failure):
