@@ -143,8 +143,10 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         /// Records in flight (consumed, notifications not yet handed over) before consumption pauses.
         public var maxInFlightRecords = 5000
         /// Threads that match change records, each partition always on the same one (so in order), partitions
-        /// spread over them. 0: one per core.
-        public var workers = 0
+        /// spread over them. 0: one per core. 1 by default: with the delivery path shared by all partitions, more
+        /// matching threads only take the cores the sends need (Benchmarks/README.md, "Partitions matched in
+        /// parallel").
+        public var workers = 1
         /// A start that cannot read the topics' metadata within this bound fails (non-zero exit, the cause on
         /// one line).
         public var startupTimeoutSeconds = 30
@@ -249,6 +251,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = try int("PUSH_HTTP_PORT") { http.port = value }
         if let value = environment["PUSH_KAFKA_BROKERS"] { kafka.brokers = value }
         if let value = try int("PUSH_KAFKA_EMBEDDED_BROKER_PORT") { kafka.embeddedBrokerPort = value }
+        if let value = try int("PUSH_KAFKA_WORKERS") { kafka.workers = value }
         if let value = environment["PUSH_KAFKA_GROUP_ID"], !value.isEmpty { kafka.groupId = value }
         if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
