@@ -36,16 +36,10 @@ final class ChangeConsumer: Service, Sendable {
     private let overBudgetRetry: Duration
     private let logger: Logger
 
-    private struct Ownership {
-        var owned: Set<Int32> = []
-        var ready: Set<Int32> = []
-        /// Loads requested by the rebalance callback, run by `run()`'s task group.
-        var loads: AsyncStream<Int32>.Continuation?
-        /// Partitions given up because another owner wrote after this one, until the group revokes or assigns them.
-        var fenced: Set<Int32> = []
-    }
-
-    private let ownership = Mutex(Ownership())
+    /// Loads requested by the rebalance callback, run by `run()`'s task group.
+    private let loads = Mutex<AsyncStream<Int32>.Continuation?>(nil)
+    /// What this replica owns and has loaded (read by `/readyz`, the membership record and the router).
+    private let ownership: PartitionOwnership
     private let stopping = Atomic<Bool>(false)
 
     init(
@@ -67,12 +61,13 @@ final class ChangeConsumer: Service, Sendable {
         self.ledger = ledger
         self.membership = membership
         self.health = health
+        self.ownership = health.ownership
         self.drainTimeout = drainTimeout
         self.logger = logger
     }
 
-    var owned: Set<Int32> { ownership.withLock { $0.owned } }
-    var ready: Set<Int32> { ownership.withLock { $0.ready } }
+    var owned: Set<Int32> { ownership.snapshot.owned }
+    var ready: Set<Int32> { ownership.snapshot.ready }
 
     // MARK: Rebalances (on the polling thread)
 
@@ -85,11 +80,11 @@ final class ChangeConsumer: Service, Sendable {
             health.kafkaReachable()
             // A rebalance ended. A partition given up as superseded that the group's new generation still assigns
             // here is this replica's after all: it is taken back (loaded again, with a new marker).
-            let confirmed = ownership.withLock { $0.fenced }.filter { consumer.assignment().contains(TopicPartition(topic: topic, partition: $0)) }
+            let confirmed = ownership.fenced.filter { consumer.assignment().contains(TopicPartition(topic: topic, partition: $0)) }
             // A partition assigned again while owned is loaded again: records fetched meanwhile are dropped, so it
             // is read again from its committed offset too.
             let assigned = Set(topicPartitions.filter { $0.topic == topic }.map(\.partition))
-            let again = assigned.intersection(ownership.withLock { $0.owned })
+            let again = assigned.intersection(ownership.snapshot.owned)
             take(assigned.subtracting(again), takenBack: Set(confirmed).union(again))
         case .revoked(let topicPartitions, let lost):
             let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
@@ -112,14 +107,7 @@ final class ChangeConsumer: Service, Sendable {
 
     /// No longer owned (revoked, or superseded when `fenced`): the others hear of it at once.
     private func forget(_ partitions: Set<Int32>, fenced: Bool) {
-        let (owned, ready) = ownership.withLock { ownership in
-            ownership.owned.subtract(partitions)
-            ownership.ready.subtract(partitions)
-            if fenced { ownership.fenced.formUnion(partitions) } else { ownership.fenced.subtract(partitions) }
-            return (ownership.owned, ownership.ready)
-        }
-        health.assigned(owned: owned, ready: ready)
-        membership.update(owned: owned, ready: ready)
+        ownership.forget(partitions, fenced: fenced)
     }
 
     /// Drops the partitions' delivery lines and unfinished records (the next owner consumes them again).
@@ -147,25 +135,20 @@ final class ChangeConsumer: Service, Sendable {
             if store.overBudget(partition) != nil {
                 // Not served until it fits (memory freed by another partition leaving, a budget raised): tried again.
                 DispatchQueue.global().asyncAfter(deadline: .now() + overBudgetRetry.seconds) { [self] in
-                    let (owned, loads) = ownership.withLock { ($0.owned.contains(partition) && !$0.ready.contains(partition), $0.loads) }
-                    if owned, store.overBudget(partition) != nil { loads?.yield(partition) }
+                    let now = ownership.snapshot
+                    let owned = now.owned.contains(partition) && !now.ready.contains(partition)
+                    if owned, store.overBudget(partition) != nil { loads.withLock { $0 }?.yield(partition) }
                 }
             }
             return
         }
-        guard ownership.withLock({ $0.owned.contains(partition) }), store.isCurrent(state, index: partition),
+        guard ownership.snapshot.owned.contains(partition), store.isCurrent(state, index: partition),
             let (retries, revoked) = state.promote()
         else { return }
         delivery.adopt(retries: retries, revoked: revoked)
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).
         sweeper.poke()
-        let (owned, ready) = ownership.withLock { ownership -> (Set<Int32>, Set<Int32>) in
-            if ownership.owned.contains(partition) { ownership.ready.insert(partition) }
-            return (ownership.owned, ownership.ready)
-        }
-        guard ready.contains(partition) else { return }
-        health.assigned(owned: owned, ready: ready)
-        membership.update(owned: owned, ready: ready)
+        guard ownership.loaded(partition) else { return }
         consumer.resume([TopicPartition(topic: topic, partition: partition)])
         logger.info("consuming partition", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartition: "\(partition)"])
     }
@@ -186,7 +169,7 @@ final class ChangeConsumer: Service, Sendable {
         DispatchQueue.global().asyncAfter(deadline: .now() + takeBackAfter.seconds) { [self] in
             // No rebalance came to say who owns it, and the group still assigns it here: taken back (the other
             // replica, if it still believes it owns it, is superseded in turn).
-            let stale = ownership.withLock { $0.fenced.contains(partition) }
+            let stale = ownership.fenced.contains(partition)
             guard stale, !stopping.load(ordering: .relaxed), consumer.assignment().contains(topicPartition) else { return }
             logger.warning(
                 "the consumer group still assigns a partition another replica wrote to: taking it back",
@@ -212,13 +195,8 @@ final class ChangeConsumer: Service, Sendable {
             }
         }
         ledger.assigned(Array(partitions))
-        let (owned, ready, loads) = ownership.withLock { ownership in
-            ownership.owned.formUnion(partitions)
-            ownership.fenced.subtract(partitions)
-            return (ownership.owned, ownership.ready, ownership.loads)
-        }
-        health.assigned(owned: owned, ready: ready)
-        membership.update(owned: owned, ready: ready)
+        ownership.take(partitions)
+        let loads = self.loads.withLock { $0 }
         for partition in partitions.sorted() { loads?.yield(partition) }
     }
 
@@ -243,7 +221,7 @@ final class ChangeConsumer: Service, Sendable {
             return
         }
         let (loads, loadRequests) = AsyncStream<Int32>.makeStream()
-        ownership.withLock { $0.loads = loadRequests }
+        self.loads.withLock { $0 = loadRequests }
         try consumer.subscribe(topics: [topic]) { [weak self] event in self?.rebalanced(event) }
         logger.info("joining the consumer group", metadata: [LoggingKeys.kafkaTopic: "\(topic)"])
         await withTaskCancellationHandler {

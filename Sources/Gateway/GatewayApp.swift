@@ -142,7 +142,7 @@ public struct GatewayApp {
         let clusterKey = try configuration.cluster.resolvedKey()
         let membership = Membership(
             consumer: try KafkaConsumer(properties: reader("members"), logger: logger, onEvent: clientEvents("members")),
-            sink: writer, store: store,
+            sink: writer, store: store, ownership: health.ownership,
             topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress, key: clusterKey,
             metrics: metrics, standbyReplicas: configuration.state.standbyReplicas, logger: logger)
         let changesTopic = kafka.changesTopic

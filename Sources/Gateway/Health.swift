@@ -4,18 +4,17 @@ import Synchronization
 /// none, when the group has more members than partitions) and every one of them is loaded, while Kafka can be
 /// reached and the producer is usable (``KafkaHealth``).
 public final class Health: Sendable {
-    private struct State {
-        var assignedOnce = false
-        var owned: Set<Int32> = []
-        var ready: Set<Int32> = []
-    }
-
-    private let state = Mutex(State())
+    /// What this replica owns and has loaded (``PartitionOwnership``: the change consumer keeps it).
+    let ownership: PartitionOwnership
     private let kafka: KafkaHealth?
     /// Partitions that do not fit the byte budget (``StateStore/partitionsOverBudget``).
     private let overBudget: @Sendable () -> [Int32]
 
-    init(kafka: KafkaHealth? = nil, overBudget: @escaping @Sendable () -> [Int32] = { [] }) {
+    init(
+        ownership: PartitionOwnership = PartitionOwnership(), kafka: KafkaHealth? = nil,
+        overBudget: @escaping @Sendable () -> [Int32] = { [] }
+    ) {
+        self.ownership = ownership
         self.kafka = kafka
         self.overBudget = overBudget
     }
@@ -23,30 +22,24 @@ public final class Health: Sendable {
     /// A record was read from Kafka: it can be reached.
     func kafkaReachable() { kafka?.reachable() }
 
-    func assigned(owned: Set<Int32>, ready: Set<Int32>) {
-        state.withLock { state in
-            state.assignedOnce = true
-            state.owned = owned
-            state.ready = ready
-        }
-    }
-
     /// Change partitions owned here, and the loaded ones among them.
-    var partitions: (owned: Set<Int32>, ready: Set<Int32>) { state.withLock { ($0.owned, $0.ready) } }
+    var partitions: (owned: Set<Int32>, ready: Set<Int32>) {
+        let snapshot = ownership.snapshot
+        return (snapshot.owned, snapshot.ready)
+    }
 
     public var notReadyReason: String? {
         if let reason = kafka?.notWritableReason { return reason }
-        return state.withLock { state in
-            guard state.assignedOnce else { return "waiting for the consumer group to assign partitions" }
-            let loading = state.owned.subtracting(state.ready)
-            guard loading.isEmpty else {
-                let tooBig = overBudget().filter(loading.contains)
-                if !tooBig.isEmpty {
-                    return "partitions \(tooBig) of the state topic do not fit this replica's memory budget (state.maxReplicaBytes, state.maxPartitionBytes)"
-                }
-                return "loading partitions \(loading.sorted()) of the state topic"
+        let snapshot = ownership.snapshot
+        guard snapshot.assignedOnce else { return "waiting for the consumer group to assign partitions" }
+        let loading = snapshot.owned.subtracting(snapshot.ready)
+        guard loading.isEmpty else {
+            let tooBig = overBudget().filter(loading.contains)
+            if !tooBig.isEmpty {
+                return "partitions \(tooBig) of the state topic do not fit this replica's memory budget (state.maxReplicaBytes, state.maxPartitionBytes)"
             }
-            return nil
+            return "loading partitions \(loading.sorted()) of the state topic"
         }
+        return nil
     }
 }

@@ -51,8 +51,6 @@ final class Membership: Service, Sendable {
 
     private struct State {
         var members: [String: Member] = [:]
-        var owned: Set<Int32> = []
-        var ready: Set<Int32> = []
         var seq: Int64 = 0
         var generation: UInt64 = 0
         var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
@@ -61,6 +59,8 @@ final class Membership: Service, Sendable {
     }
 
     private let state = Mutex(State())
+    /// What this replica owns and has loaded: its record says so, and calls for those partitions are answered here.
+    private let ownership: PartitionOwnership
     private let stopping = Atomic<Bool>(false)
     private let shuttingDown = Atomic<Bool>(false)
 
@@ -75,7 +75,8 @@ final class Membership: Service, Sendable {
     }
 
     init(
-        consumer: any LogReader, sink: any RecordSink, store: StateStore, topic: String, group: String, address: String,
+        consumer: any LogReader, sink: any RecordSink, store: StateStore, ownership: PartitionOwnership, topic: String,
+        group: String, address: String,
         key: ClusterKey? = nil, metrics: GatewayMetrics? = nil,
         standbyReplicas: Int, heartbeat: Duration = .seconds(5), expiry: Duration = .seconds(20), logger: Logger
     ) {
@@ -93,29 +94,24 @@ final class Membership: Service, Sendable {
         self.heartbeat = heartbeat
         self.expiry = expiry
         self.logger = logger
+        self.ownership = ownership
+        ownership.onChange { [weak self] _ in self?.ownershipChanged() }
     }
 
     // MARK: This replica
 
-    /// The consumer group changed what this replica owns, or a partition finished loading.
-    func update(owned: Set<Int32>, ready: Set<Int32>) {
-        let changed = state.withLock { state -> Bool in
-            guard state.owned != owned || state.ready != ready else { return false }
-            state.owned = owned
-            state.ready = ready
-            return true
-        }
-        if changed {
-            publish()
-            noteChange()
-        }
+    /// The consumer group changed what this replica owns, or a partition finished loading (``PartitionOwnership``).
+    private func ownershipChanged() {
+        publish()
+        noteChange()
     }
 
     private func publish() {
+        let mine = ownership.snapshot
         let record = state.withLock { state in
             state.seq += 1
             return MemberRecord(
-                instance: instance, group: group, address: address, owned: state.owned.sorted(), ready: state.ready.sorted(),
+                instance: instance, group: group, address: address, owned: mine.owned.sorted(), ready: mine.ready.sorted(),
                 seq: state.seq, updatedAtMs: ClusterKey.wallClockMs())
         }
         let keyBytes = Array(instance.utf8)
@@ -145,8 +141,9 @@ final class Membership: Service, Sendable {
     /// Where calls for change partition `partition` go.
     func route(partition: Int32) -> Route {
         let now = ContinuousClock.now
+        let mine = ownership.snapshot
+        if mine.owned.contains(partition) { return .local(ready: mine.ready.contains(partition)) }
         return state.withLock { state in
-            if state.owned.contains(partition) { return .local(ready: state.ready.contains(partition)) }
             guard let owner = Self.owner(of: partition, among: state.members.values, now: now, expiry: expiry) else { return .unknown }
             return .remote(address: owner.record.address, ready: owner.record.ready.contains(partition))
         }
@@ -201,11 +198,12 @@ final class Membership: Service, Sendable {
     func standbyPartitions(partitionCount: Int32) -> Set<Int32> {
         guard standbyReplicas > 0, partitionCount > 0 else { return [] }
         let now = ContinuousClock.now
+        let owned = ownership.snapshot.owned
         return state.withLock { state in
             let live = state.members.values.filter { now - $0.heardAt < expiry }
             let liveInstances = live.map(\.record.instance) + [instance]
             var result: Set<Int32> = []
-            for partition in 0..<partitionCount where !state.owned.contains(partition) {
+            for partition in 0..<partitionCount where !owned.contains(partition) {
                 guard let owner = Self.owner(of: partition, among: live, now: now, expiry: expiry) else { continue }
                 let candidates: [(instance: String, rank: UInt64)] = liveInstances.filter { $0 != owner.record.instance }.map {
                     (instance: $0, rank: Self.rank(partition: partition, instance: $0))
@@ -229,7 +227,7 @@ final class Membership: Service, Sendable {
         guard standbyReplicas > 0 else { return }
         // Partitions just assigned here keep their standby copy: it is about to be promoted (the load that
         // promotes it may not have started yet).
-        let wanted = standbyPartitions(partitionCount: store.partitionCount).union(state.withLock { $0.owned })
+        let wanted = standbyPartitions(partitionCount: store.partitionCount).union(ownership.snapshot.owned)
         let changed = state.withLock { state -> Bool in
             guard state.standbys != wanted else { return false }
             state.standbys = wanted

@@ -147,7 +147,7 @@ final class V1RoutesTests: XCTestCase {
                 XCTAssertEqual(response.status, .serviceUnavailable)
                 XCTAssertEqual(try Self.errorBody(response)["status"], "not_ready")
             }
-            fixture.health.assigned(owned: [], ready: [])
+            fixture.health.ownership.take([])
             try await client.execute(uri: "/readyz", method: .get) { XCTAssertEqual($0.status, .ok) }
             try await client.execute(uri: "/metrics", method: .get) { response in
                 XCTAssertEqual(response.status, .ok)
