@@ -155,6 +155,8 @@ let package = Package(
             linkerSettings: rdkafkaRuntimePath
         ),
 
+        // Helpers shared by the test targets.
+        .target(name: "TestSupport", swiftSettings: strict),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
@@ -163,7 +165,7 @@ let package = Package(
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(
             name: "ProvidersTests",
-            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "GatewayAPITests",

@@ -3,6 +3,7 @@ import EventDecoding
 import Foundation
 import KafkaClient
 import Logging
+import TestSupport
 import XCTest
 
 @testable import Gateway
@@ -70,7 +71,7 @@ final class PipelineOnMockClusterTests: XCTestCase {
         // A cancelled run does not leave the group: the next member gets the partitions after this timeout.
         configuration.kafka.properties["session.timeout.ms"] = "6000"
         configuration.kafka.properties["heartbeat.interval.ms"] = "500"
-        configuration.http.port = try Self.freePort()
+        configuration.http.port = try XCTUnwrap(LoopbackPort.free())
         configuration.http.advertisedAddress = "http://127.0.0.1:\(configuration.http.port)"
         configuration.shutdown.drainSeconds = 2
         configuration.apps = [Self.app: AppSettings()]
@@ -88,25 +89,6 @@ final class PipelineOnMockClusterTests: XCTestCase {
         var request = request
         request.http1 = true
         return request
-    }
-
-    /// A TCP port nobody listens on now (bound, then released).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EMFILE) }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer -> Bool in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw POSIXError(.EADDRINUSE) }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 
     func eventually(

@@ -1,5 +1,6 @@
 import CurlHTTP
 import Foundation
+import TestSupport
 import XCTest
 
 /// CurlHTTP against the fake FCM server over h2c (prior knowledge).
@@ -166,19 +167,7 @@ final class HTTPClientTests: FakeServerTestCase<FakeFCMProcess> {
     }
 
     private func unusedPort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
-                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
-            }
-        }
-        guard bound else { throw FakeFCMProcess.Failure(description: "bind failed") }
-        return Int(UInt16(bigEndian: address.sin_port))
+        guard let port = LoopbackPort.free() else { throw FakeFCMProcess.Failure(description: "bind failed") }
+        return port
     }
 }
