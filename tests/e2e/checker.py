@@ -492,6 +492,10 @@ def group_stalled(window: list[Snapshot], span: float = 20.0) -> bool:
     return all(s.steady and all(v is False for v in s.steady.values()) for s in tail)
 
 
+# Seconds before a fault in which an event acknowledged by the broker may not have been fetched by its owner yet.
+FETCH_MARGIN = 1.0
+
+
 def check_partitions(polls: list[dict], faults: list[dict], partitions: int, coverage_bound: float,
                      dual_bound: float, quiet_at: Optional[float], t0: float) -> tuple[list[Violation], dict]:
     violations: list[Violation] = []
@@ -530,7 +534,11 @@ def check_partitions(polls: list[dict], faults: list[dict], partitions: int, cov
         if last is not None and group_stalled(window):
             found.kind = "group-stalled"
             broker.append(found)
-            stalled.append((healed, set(last.missing(partitions))))
+            # The partitions' owner stopped consuming when the fault began (a SIGTERM stops polling at once, a kill
+            # or a stop at once too), and an event acknowledged in the last fetch wait before it may not have reached
+            # it: events published from then on were consumed by nobody, not lost by the gateway. (One it did consume
+            # is delivered during its drain, or replayed by the next owner.)
+            stalled.append((fault["start"] - FETCH_MARGIN, set(last.missing(partitions))))
         else:
             violations.append(found)
     if recoveries:
