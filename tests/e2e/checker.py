@@ -492,8 +492,10 @@ def group_stalled(window: list[Snapshot], span: float = 20.0) -> bool:
     return all(s.steady and all(v is False for v in s.steady.values()) for s in tail)
 
 
-# Seconds before a fault in which an event acknowledged by the broker may not have been fetched by its owner yet.
-FETCH_MARGIN = 1.0
+# Seconds before a fault in which an event may not have been finished by its owner: not fetched yet, or fetched and
+# not notified when the owner stopped (then uncommitted: the next owner's to deliver). Without the group's committed
+# offsets the checker cannot tell those from a loss; with a group the broker left stalled there is no next owner.
+IN_FLIGHT_MARGIN = 5.0
 
 
 def check_partitions(polls: list[dict], faults: list[dict], partitions: int, coverage_bound: float,
@@ -535,10 +537,10 @@ def check_partitions(polls: list[dict], faults: list[dict], partitions: int, cov
             found.kind = "group-stalled"
             broker.append(found)
             # The partitions' owner stopped consuming when the fault began (a SIGTERM stops polling at once, a kill
-            # or a stop at once too), and an event acknowledged in the last fetch wait before it may not have reached
-            # it: events published from then on were consumed by nobody, not lost by the gateway. (One it did consume
-            # is delivered during its drain, or replayed by the next owner.)
-            stalled.append((fault["start"] - FETCH_MARGIN, set(last.missing(partitions))))
+            # or a stop at once too): events published from then on were consumed by nobody, and those of the last
+            # seconds before may be unfinished (uncommitted, left to a next owner that never came). Not lost by the
+            # gateway.
+            stalled.append((fault["start"] - IN_FLIGHT_MARGIN, set(last.missing(partitions))))
         else:
             violations.append(found)
     if recoveries:

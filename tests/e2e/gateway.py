@@ -63,8 +63,6 @@ def make_config(*, http_port: int, brokers: str, group_id: str, changes_topic: s
             "deadLetterTopic": dlq_topic,
             "stateTopic": state_topic,
             "properties": dict(FAST_GROUP_PROPERTIES, **(kafka_properties or {})),
-            # Partitions matched on two threads (the default is one): the suite runs the parallel path.
-            "workers": 2,
         },
         "fcm": {"baseURL": fcm_base_url, "caFile": fcm_ca_file},
         "logging": {"format": "json", "level": "info"},
