@@ -135,6 +135,7 @@ final class ChangeConsumer: Service, Sendable {
             if store.overBudget(partition) != nil {
                 // Not served until it fits (memory freed by another partition leaving, a budget raised): tried again.
                 DispatchQueue.global().asyncAfter(deadline: .now() + overBudgetRetry.seconds) { [self] in
+                    guard !stopping.load(ordering: .relaxed) else { return }
                     let now = ownership.snapshot
                     let owned = now.owned.contains(partition) && !now.ready.contains(partition)
                     if owned, store.overBudget(partition) != nil { loads.withLock { $0 }?.yield(partition) }

@@ -159,21 +159,13 @@ final class EventProcessor: Sendable {
     }
 
     /// The record's offset is finished only once its copy is acknowledged; until then the write is retried
-    /// with backoff (the partition's commits wait, nothing is lost).
+    /// with backoff (the partition's commits wait, nothing is lost), while the partition is still this replica's.
     private func writeDeadLetter(_ copy: KafkaRecord, ticket: UInt64, delay: Double) {
-        let retry: @Sendable (KafkaError) -> Void = { [self] error in
-            logger.error("dead-letter write failed; retrying", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.retryInSeconds: "\(delay)"])
-            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
-                self.writeDeadLetter(copy, ticket: ticket, delay: min(delay * 2, 30))
-            }
-        }
-        if let error = sink.produce(copy, completion: { [tickets] result in
-            switch result {
-            case .success: tickets.release(ticket)
-            case .failure(let error): retry(error)
-            }
-        }) {
-            retry(error)
-        }
+        sink.produceUntilStored(
+            copy, delay: delay, while: { [tickets] in tickets.isOpen(ticket) },
+            failed: { [logger] error, delay in
+                logger.error("dead-letter write failed; retrying", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.retryInSeconds: "\(delay)"])
+            },
+            stored: { [tickets] in tickets.release(ticket) })
     }
 }

@@ -71,6 +71,9 @@ final class EventTickets: Sendable {
         }
     }
 
+    /// Whether ticket `id` is still open (not finished, not abandoned with its partition).
+    func isOpen(_ id: UInt64) -> Bool { state.withLock { $0.open[id] != nil } }
+
     /// Open tickets of `partition`.
     func openCount(partition: Int32) -> Int {
         state.withLock { state in state.open.values.reduce(0) { $0 + ($1.partition == partition ? 1 : 0) } }

@@ -99,6 +99,8 @@ final class KafkaWriter: Service, RecordSink, Sendable {
         old?.close(flushTimeoutMs: 0)
     }
 
+    var isOpen: Bool { !closed.load(ordering: .relaxed) }
+
     func produce(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError? {

@@ -1,3 +1,4 @@
+import Dispatch
 import KafkaClient
 
 /// Where the gateway's records go: the Kafka producer in production (``KafkaWriter``), an in-memory log in
@@ -9,9 +10,38 @@ protocol RecordSink: Sendable {
     func produce(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError?
+    /// False once the sink takes no more records (it is closing): writes retried until stored end then.
+    var isOpen: Bool { get }
 }
 
 extension RecordSink {
+    var isOpen: Bool { true }
+
+    /// Produces `record` until it is stored: after a failure, again `delay` seconds later (doubling up to 30 s),
+    /// while `keepTrying()` holds and the sink is open (a shutdown ends the chain). `failed` hears each failure
+    /// with the delay before the next attempt; `stored` runs once the record is acknowledged.
+    func produceUntilStored(
+        _ record: KafkaRecord, delay: Double = 1, while keepTrying: @escaping @Sendable () -> Bool,
+        failed: @escaping @Sendable (KafkaError, Double) -> Void, stored: @escaping @Sendable () -> Void
+    ) {
+        let retry: @Sendable (KafkaError) -> Void = { [self] error in
+            guard isOpen, keepTrying() else { return }
+            failed(error, delay)
+            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
+                guard isOpen, keepTrying() else { return }
+                produceUntilStored(record, delay: min(delay * 2, 30), while: keepTrying, failed: failed, stored: stored)
+            }
+        }
+        if let error = produce(record, completion: { result in
+            switch result {
+            case .success: stored()
+            case .failure(let error): retry(error)
+            }
+        }) {
+            retry(error)
+        }
+    }
+
     /// Produces `records` and waits for every acknowledgement: one round trip for N records. Returns where
     /// each was written, in order, or throws the first error.
     func write(_ records: [KafkaRecord]) async throws(KafkaError) -> [(partition: Int32, offset: Int64)] {

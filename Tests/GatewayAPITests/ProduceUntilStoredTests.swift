@@ -1,0 +1,48 @@
+import KafkaClient
+import Synchronization
+import XCTest
+
+@testable import Gateway
+
+/// The one write-until-stored chain of records written outside a partition (dead letters): retried with backoff
+/// while the log refuses, ended when its purpose is gone or the sink closes.
+final class ProduceUntilStoredTests: XCTestCase {
+    let record = KafkaRecord(topic: "dlq", partition: 0, key: Array("k".utf8), value: Array("v".utf8))
+
+    func testARefusedRecordIsWrittenOnceTheLogTakesIt() async throws {
+        let log = InMemoryLog(topics: ["dlq": 1])
+        log.setFailing(true)
+        let failures = Atomic<Int>(0)
+        let stored = Atomic<Bool>(false)
+        log.produceUntilStored(
+            record, delay: 0.02, while: { true }, failed: { _, _ in failures.add(1, ordering: .relaxed) },
+            stored: { stored.store(true, ordering: .relaxed) })
+        try await eventually { failures.load(ordering: .relaxed) >= 2 }
+        log.setFailing(false)
+        try await eventually { stored.load(ordering: .relaxed) }
+        XCTAssertEqual(log.records("dlq", partition: 0).count, 1)
+    }
+
+    func testTheChainEndsWhenItsPurposeIsGone() async throws {
+        let log = InMemoryLog(topics: ["dlq": 1])
+        log.setFailing(true)
+        let keepTrying = Atomic<Bool>(true)
+        let failures = Atomic<Int>(0)
+        log.produceUntilStored(
+            record, delay: 0.02, while: { keepTrying.load(ordering: .relaxed) },
+            failed: { _, _ in failures.add(1, ordering: .relaxed) }, stored: {})
+        try await eventually { failures.load(ordering: .relaxed) >= 1 }
+        keepTrying.store(false, ordering: .relaxed)
+        let seen = failures.load(ordering: .relaxed)
+        try await Task.sleep(for: .milliseconds(200))  // several retry delays: nothing more may be tried
+        XCTAssertLessThanOrEqual(failures.load(ordering: .relaxed), seen + 1, "an attempt under way may still fail once")
+    }
+
+    private func eventually(_ condition: () -> Bool) async throws {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !condition() {
+            guard ContinuousClock.now < deadline else { return XCTFail("timed out") }
+            try await Task.sleep(for: .milliseconds(5))
+        }
+    }
+}
