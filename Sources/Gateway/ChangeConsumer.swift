@@ -93,7 +93,8 @@ final class ChangeConsumer: Service, Sendable {
             for partition in partitions where store.partition(partition)?.role == .owner {
                 store.partition(partition)?.setRole(.releasing)
             }
-            forget(gone, fenced: false)
+            // No longer owned: the others hear of it at once.
+            ownership.forget(gone, fenced: false)
             if !lost { drain(partitions) }
             abandonWork(of: gone)
             for partition in partitions {
@@ -103,11 +104,6 @@ final class ChangeConsumer: Service, Sendable {
                 store.release(partition, keepAsStandby: membership.keepsStandby(of: partition))
             }
         }
-    }
-
-    /// No longer owned (revoked, or superseded when `fenced`): the others hear of it at once.
-    private func forget(_ partitions: Set<Int32>, fenced: Bool) {
-        ownership.forget(partitions, fenced: fenced)
     }
 
     /// Drops the partitions' delivery lines and unfinished records (the next owner consumes them again).
@@ -164,7 +160,7 @@ final class ChangeConsumer: Service, Sendable {
     func fenced(_ partition: Int32) {
         let topicPartition = TopicPartition(topic: topic, partition: partition)
         consumer.pause([topicPartition])
-        forget([partition], fenced: true)
+        ownership.forget([partition], fenced: true)
         abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
         DispatchQueue.global().asyncAfter(deadline: .now() + takeBackAfter.seconds) { [self] in

@@ -99,8 +99,8 @@ final class EventProcessor: Sendable {
             metrics.eventsSkipped.increment()
             return
         }
-        guard store.partition(record.partition)?.role == .owner else {
-            // Given up while the record was in flight: the new owner consumes it again.
+        guard admitted.owner.role == .owner else {
+            // Given up while the record was in flight (its role is lock-free): the new owner consumes it again.
             tickets.retain(ticket)
             return
         }

@@ -21,9 +21,9 @@ final class ShutdownWatchdog: Service, Sendable {
         try? await gracefulShutdown()
         let bound = self.bound
         let logger = self.logger
-        let thread = Thread { [disarmed = self] in
+        let thread = Thread { [self] in
             Thread.sleep(forTimeInterval: bound.seconds)
-            if disarmed.disarmed.load(ordering: .acquiring) { return }
+            if disarmed.load(ordering: .acquiring) { return }
             logger.error("shutdown took longer than its bound; exiting now (unfinished records are replayed)", metadata: [LoggingKeys.bound: "\(bound)"])
             exit(1)
         }

@@ -198,11 +198,7 @@ final class GatewayHarness: Sendable {
         timeout: Duration = .seconds(10), _ what: String, file: StaticString = #filePath, line: UInt = #line,
         _ condition: () -> Bool
     ) async {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            if ContinuousClock.now > deadline { return XCTFail("timed out waiting for \(what)", file: file, line: line) }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
+        await waitUntil(timeout: timeout, what, file: file, line: line, condition)
     }
 }
 
@@ -216,4 +212,16 @@ final class OffsetList: Sendable {
     private let list = Mutex<[Int64]>([])
     func append(_ offset: Int64) { list.withLock { $0.append(offset) } }
     var values: [Int64] { list.withLock { $0 } }
+}
+
+/// Polls `condition` every 5 ms until it holds; fails the test after `timeout`.
+func waitUntil(
+    timeout: Duration = .seconds(10), _ what: String, file: StaticString = #filePath, line: UInt = #line,
+    _ condition: () async -> Bool
+) async {
+    let deadline = ContinuousClock.now + timeout
+    while !(await condition()) {
+        if ContinuousClock.now > deadline { return XCTFail("timed out waiting for \(what)", file: file, line: line) }
+        try? await Task.sleep(for: .milliseconds(5))
+    }
 }

@@ -41,7 +41,7 @@ final class PipelineOnMockClusterTests: XCTestCase {
             Self.http1(HTTPRequest(method: .put, url: base1 + "/base/\(Self.app)/.wakeup/rooms/r1?id=device-1&mode=value")))
         XCTAssertEqual(subscribe.status, 204, String(decoding: subscribe.body, as: UTF8.self))
         try await publish(#"{"m":"hello"}"#, id: "e1")
-        await eventually(timeout: .seconds(30), "the notification sent") { first.sent(to: "device-1").count == 1 }
+        await waitUntil(timeout: .seconds(30), "the notification sent") { first.sent(to: "device-1").count == 1 }
         let payload = try XCTUnwrap(first.sent(to: "device-1").first)
         XCTAssertTrue(payload.contains(#""sp":"/rooms/r1""#), payload)
         XCTAssertTrue(payload.contains("hello"), payload)
@@ -55,7 +55,7 @@ final class PipelineOnMockClusterTests: XCTestCase {
         let second = FakeSender()
         let (run2, _) = try await start(cluster: cluster, sender: second, client: client, logger: logger)
         try await publish(#"{"m":"again"}"#, id: "e2")
-        await eventually(timeout: .seconds(30), "the second record notified") { second.sent(to: "device-1").count >= 1 }
+        await waitUntil(timeout: .seconds(30), "the second record notified") { second.sent(to: "device-1").count >= 1 }
         XCTAssertEqual(second.sent(to: "device-1").count, 1, "\(second.sent(to: "device-1"))")
         XCTAssertTrue(second.sent(to: "device-1").first?.contains("again") ?? false)
         run2.cancel()
@@ -78,7 +78,7 @@ final class PipelineOnMockClusterTests: XCTestCase {
         let gateway = GatewayApp(configuration: configuration, logger: logger, consoleSink: { _ in sender })
         let running = Task { try await gateway.run() }
         let base = "http://127.0.0.1:\(configuration.http.port)"
-        await eventually(timeout: .seconds(60), "the gateway ready") {
+        await waitUntil(timeout: .seconds(60), "the gateway ready") {
             (try? await client.send(Self.http1(HTTPRequest(url: base + "/readyz", timeout: .seconds(2)))).status) == 200
         }
         return (running, base)
@@ -89,15 +89,5 @@ final class PipelineOnMockClusterTests: XCTestCase {
         var request = request
         request.http1 = true
         return request
-    }
-
-    func eventually(
-        timeout: Duration, _ what: String, file: StaticString = #filePath, line: UInt = #line, _ condition: () async -> Bool
-    ) async {
-        let deadline = ContinuousClock.now + timeout
-        while !(await condition()) {
-            if ContinuousClock.now > deadline { return XCTFail("timed out waiting for \(what)", file: file, line: line) }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
     }
 }

@@ -17,9 +17,9 @@ final class ProduceUntilStoredTests: XCTestCase {
         log.produceUntilStored(
             record, delay: 0.02, while: { true }, failed: { _, _ in failures.add(1, ordering: .relaxed) },
             stored: { stored.store(true, ordering: .relaxed) })
-        try await eventually { failures.load(ordering: .relaxed) >= 2 }
+        await waitUntil("two failures") { failures.load(ordering: .relaxed) >= 2 }
         log.setFailing(false)
-        try await eventually { stored.load(ordering: .relaxed) }
+        await waitUntil("the record stored") { stored.load(ordering: .relaxed) }
         XCTAssertEqual(log.records("dlq", partition: 0).count, 1)
     }
 
@@ -31,18 +31,10 @@ final class ProduceUntilStoredTests: XCTestCase {
         log.produceUntilStored(
             record, delay: 0.02, while: { keepTrying.load(ordering: .relaxed) },
             failed: { _, _ in failures.add(1, ordering: .relaxed) }, stored: {})
-        try await eventually { failures.load(ordering: .relaxed) >= 1 }
+        await waitUntil("a failure") { failures.load(ordering: .relaxed) >= 1 }
         keepTrying.store(false, ordering: .relaxed)
         let seen = failures.load(ordering: .relaxed)
         try await Task.sleep(for: .milliseconds(200))  // several retry delays: nothing more may be tried
         XCTAssertLessThanOrEqual(failures.load(ordering: .relaxed), seen + 1, "an attempt under way may still fail once")
-    }
-
-    private func eventually(_ condition: () -> Bool) async throws {
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return XCTFail("timed out") }
-            try await Task.sleep(for: .milliseconds(5))
-        }
     }
 }
