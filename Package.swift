@@ -52,6 +52,8 @@ let package = Package(
         .target(name: "GatewayLogging", swiftSettings: strict),
         // Pure domain: paths, subscriptions, matching, shadows, payloads, size rules. No I/O.
         .target(name: "PushCore", dependencies: ["CompactJSON"], swiftSettings: strict),
+        // The partition as a state machine: inputs in, actions out; no I/O, no locks, no clock.
+        .target(name: "GatewayCore", dependencies: ["PushCore", "CompactJSON"], swiftSettings: strict),
         // Generated from proto/ (see scripts/generate-proto); committed.
         .target(name: "PushProto", dependencies: [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
         // Change records (protobuf or its JSON mapping) into validated events. Pure: no Kafka, no I/O.
@@ -129,7 +131,7 @@ let package = Package(
         .target(
             name: "Gateway",
             dependencies: [
-                "PushCore", "PushProto", "EventDecoding", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
+                "PushCore", "GatewayCore", "PushProto", "EventDecoding", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
                 "SSLCrypto", "CurlHTTP", "GatewayEmbedded", "GatewayLogging",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -158,6 +160,7 @@ let package = Package(
         // Helpers shared by the test targets.
         .target(name: "TestSupport", swiftSettings: strict),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
+        .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "PushCore", "CompactJSON"]),
         .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),

@@ -1,3 +1,4 @@
+import GatewayCore
 import Foundation
 import GatewayLogging
 import Logging

@@ -1,3 +1,4 @@
+import GatewayCore
 import CompactJSON
 import Prometheus
 import Providers

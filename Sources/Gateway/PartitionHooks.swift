@@ -1,8 +1,9 @@
+import GatewayCore
 import KafkaClient
 import PushCore
 
-/// What a ``PartitionState`` needs from outside to keep its ownership honest (``OwnershipFence``): reading a
-/// range of its log back, being told apart when it is superseded, and rewriting a pending-retry line.
+/// What a ``PartitionState`` needs from outside: reading a range of its log back (``GapVerdict``), being told
+/// apart when it is superseded, rewriting a pending-retry line, and releasing an event's ticket.
 struct PartitionHooks: Sendable {
     /// Reads the records of the partition at offsets `from..<to` (blocking; nil when it cannot now).
     var readRange: @Sendable (_ partition: Int32, _ from: Int64, _ to: Int64) -> [KafkaRecord]? = { _, _, _ in [] }
@@ -10,6 +11,8 @@ struct PartitionHooks: Sendable {
     var fenced: @Sendable (_ partition: Int32) -> Void = { _ in }
     /// A superseded record rewrote this subscription's pending-retry line: write it again as memory has it.
     var rewriteRetryLine: @Sendable (_ key: RetryKey) -> Void = { _ in }
+    /// A change event's ticket is released by a write it waited for (``EventTickets/release(_:)``).
+    var releaseTicket: @Sendable (_ ticket: UInt64) -> Void = { _ in }
     var metrics: GatewayMetrics? = nil
     /// How long a confirmation of ownership stays current for sending notifications (nanoseconds).
     var lease: UInt64 = 1_000_000_000

@@ -1,3 +1,4 @@
+import GatewayCore
 import Foundation
 import GatewayLogging
 import KafkaClient
@@ -44,6 +45,7 @@ final class StateStore: Service, Sendable {
     private struct Listeners {
         var fenced: @Sendable (Int32) -> Void = { _ in }
         var rewriteRetryLine: @Sendable (RetryKey) -> Void = { _ in }
+        var releaseTicket: @Sendable (UInt64) -> Void = { _ in }
     }
     private let listeners = Mutex(Listeners())
 
@@ -91,9 +93,13 @@ final class StateStore: Service, Sendable {
         self.logger = logger
     }
 
-    /// Who hears that this replica was superseded in a partition, and who rewrites a pending-retry line.
-    func listen(fenced: @escaping @Sendable (Int32) -> Void, rewriteRetryLine: @escaping @Sendable (RetryKey) -> Void) {
-        listeners.withLock { $0 = Listeners(fenced: fenced, rewriteRetryLine: rewriteRetryLine) }
+    /// Who hears that this replica was superseded in a partition, who rewrites a pending-retry line, and who
+    /// releases a change event's ticket (``EventTickets``).
+    func listen(
+        fenced: @escaping @Sendable (Int32) -> Void = { _ in }, rewriteRetryLine: @escaping @Sendable (RetryKey) -> Void = { _ in },
+        releaseTicket: @escaping @Sendable (UInt64) -> Void
+    ) {
+        listeners.withLock { $0 = Listeners(fenced: fenced, rewriteRetryLine: rewriteRetryLine, releaseTicket: releaseTicket) }
     }
 
     private func makePartition(_ index: Int32, role: PartitionRole) -> PartitionState {
@@ -101,6 +107,7 @@ final class StateStore: Service, Sendable {
             readRange: { [self] partition, from, to in readRange(partition: partition, from: from, to: to) },
             fenced: { [self] partition in listeners.withLock { $0.fenced }(partition) },
             rewriteRetryLine: { [self] key in listeners.withLock { $0.rewriteRetryLine }(key) },
+            releaseTicket: { [self] ticket in listeners.withLock { $0.releaseTicket }(ticket) },
             metrics: metrics)
         return PartitionState(
             partition: index, topic: topic, role: role, sink: sink, hooks: hooks, logger: logger, bytes: budget.partitionMeter())

@@ -1,3 +1,4 @@
+import GatewayCore
 import Auth
 import Foundation
 import GatewayAPI

@@ -1,3 +1,4 @@
+import GatewayCore
 import Foundation
 import GatewayAPI
 import Hummingbird
@@ -116,13 +117,14 @@ final class GatewayHarness: Sendable {
         let fenced = fencedPartitions
         let delivery = delivery
         let store = store
+        let tickets = tickets
         store.listen(
             fenced: { index in
                 fenced.append(index)
                 delivery.release(partitions: [index])
                 store.release(index, keepAsStandby: false)
             },
-            rewriteRetryLine: { delivery.rewrite(line: $0) })
+            rewriteRetryLine: { delivery.rewrite(line: $0) }, releaseTicket: { tickets.release($0) })
     }
 
     /// Partitions this replica found another owner had taken (``OwnershipFence``), in order.
@@ -169,7 +171,7 @@ final class GatewayHarness: Sendable {
 
     /// Matches one event as the consumer would (its ticket released when its work is done).
     @discardableResult
-    func process(_ event: ChangeEvent, offset: Int64, now: Int64 = Int64(Date().timeIntervalSince1970)) throws -> PartitionState.EventOutcome {
+    func process(_ event: ChangeEvent, offset: Int64, now: Int64 = Int64(Date().timeIntervalSince1970)) throws -> EventOutcome {
         let profile = try XCTUnwrap(profiles.profile(event.app))
         let ticket = tickets.open(partition: store.partitionIndex(ofApp: event.app), offset: offset)
         defer { tickets.release(ticket) }

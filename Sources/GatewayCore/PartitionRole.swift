@@ -1,5 +1,5 @@
 /// What a replica is to one partition.
-enum PartitionRole: Sendable, Equatable {
+public enum PartitionRole: Sendable, Equatable {
     /// Being read from the state topic; its owner consumes the partition's events only once it is loaded.
     case loading
     /// Owned and loaded: serves the API and processes the events; its writes apply on acknowledgement.
@@ -13,10 +13,10 @@ enum PartitionRole: Sendable, Equatable {
     case released
 
     /// Work already started may still write here (the owner, or one finishing before a handover).
-    var isActive: Bool { self == .owner || self == .releasing }
+    public var isActive: Bool { self == .owner || self == .releasing }
 
     /// As one byte, for a lock-free copy.
-    var code: UInt8 {
+    public var code: UInt8 {
         switch self {
         case .loading: 0
         case .owner: 1
@@ -26,7 +26,7 @@ enum PartitionRole: Sendable, Equatable {
         }
     }
 
-    init(code: UInt8) {
+    public init(code: UInt8) {
         switch code {
         case 0: self = .loading
         case 1: self = .owner

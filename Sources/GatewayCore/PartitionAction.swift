@@ -1,0 +1,95 @@
+import PushCore
+
+/// What a ``PartitionMachine`` asks its driver to do after an input. `Callback` is the driver's own token for
+/// whoever waits (an API call, a checkpoint's owner): the machine only hands it back.
+///
+/// Order matters for the first three: the log must hold the records in decision order, each subscription's
+/// line must get its notifications in decision order, and an event's ticket must be retained before anything
+/// can release it. A driver performs them in the order given, before the next input is taken.
+public enum PartitionAction<Callback: Sendable>: Sendable {
+    /// Produce a record to the partition, tagged with the owner's tag when there is one. Its acknowledgement comes
+    /// back as ``PartitionMachine/writeAcknowledged(_:_:uptime:)``.
+    case produce(sequence: UInt64, key: [UInt8], value: [UInt8], tag: [UInt8]?)
+    /// Queue notifications for delivery, each behind what its subscription already has.
+    case deliver([PendingNotification])
+    /// The change event's ticket waits for `count` more things (notifications, markers, checkpoints).
+    case retainTicket(UInt64, count: Int)
+    /// One of them is settled.
+    case releaseTicket(UInt64)
+    /// A write settled: applied (`stored`), or failed (`maybeStored`: it timed out after it was sent, so the broker
+    /// may have it all the same).
+    case settle(Callback, stored: Bool, maybeStored: Bool)
+    /// A waiter's answer (a confirmation of ownership, the end of a subscription's writes or of all writes).
+    case resume(Callback, Bool)
+    /// Call ``PartitionMachine/timerFired(_:uptime:)`` with `timer` after `seconds`.
+    case schedule(PartitionTimer, after: Double)
+    /// Read the partition's records `from..<to` back (after `after` seconds) and report them with
+    /// ``PartitionMachine/gapRead(from:to:tag:attempt:records:uptime:)``.
+    case readGap(from: Int64, to: Int64, tag: [UInt8], attempt: Int, after: Double)
+    /// Another owner's marker is in the log after this replica's: serving and writing the partition stopped.
+    case superseded(gapFrom: Int64, gapTo: Int64)
+    /// Records of an earlier owner were found after this owner's marker; their keys are being rewritten.
+    case zombieWritesRewritten(count: Int)
+    /// A superseded record touched this pending-retry line: it must be written again as memory has it.
+    case rewriteRetryLine(RetryKey)
+    /// A write failed (to be logged; the machine repairs what needs it).
+    case writeFailed(WriteFailure)
+    /// A shadow checkpoint was not written again: the partition moved.
+    case checkpointDropped(app: String)
+}
+
+/// Something a ``PartitionMachine`` wants to be told about later.
+public enum PartitionTimer: Sendable, Hashable {
+    /// Write the subscription's record again as memory has it (a write of it failed); `delay` is this attempt's
+    /// wait, doubled for the next one.
+    case repair(RetryKey, delay: Double)
+    /// Write the node's shadow again (its checkpoint failed); the event's ticket waits for it.
+    case checkpoint(app: String, path: DataPath, ticket: UInt64, delay: Double)
+    /// Write an ownership check for the waiters no write in flight will confirm.
+    case ownershipCheck
+    /// The confirmation waiter `id` gives up.
+    case confirmationTimeout(UInt64)
+
+    /// Whether the driver should spread the wait (±20 %), so that repairs after an outage do not come together.
+    public var jittered: Bool {
+        if case .repair = self { return true }
+        return false
+    }
+}
+
+/// Why a write was not stored, as the machine needs it.
+public struct WriteFailure: Error, Sendable, Equatable {
+    /// Groups failures for logging (one line per kind and interval).
+    public var code: String
+    public var message: String
+    /// It timed out after it was sent: the broker may have stored it.
+    public var maybeStored: Bool
+
+    public init(code: String, message: String, maybeStored: Bool) {
+        self.code = code
+        self.message = message
+        self.maybeStored = maybeStored
+    }
+
+    static let superseded = WriteFailure(code: "superseded", message: "superseded by another owner of the partition", maybeStored: false)
+}
+
+/// What matching one event did.
+public struct EventOutcome: Sendable, Equatable {
+    public var notifications = 0
+    /// Revoked by the event itself (`too_big`, `namespace_does_not_exist`).
+    public var revoked = 0
+    /// Revoked as `expired` before the event was matched.
+    public var expired = 0
+    /// The offset of the last change event matched before this one: the revocation point of both.
+    public var afterOffset: Int64 = -1
+
+    public init(notifications: Int = 0, revoked: Int = 0, expired: Int = 0, afterOffset: Int64 = -1) {
+        self.notifications = notifications
+        self.revoked = revoked
+        self.expired = expired
+        self.afterOffset = afterOffset
+    }
+}
+
+extension PartitionAction: Equatable where Callback: Equatable {}
