@@ -140,9 +140,9 @@ final class ChangeConsumer: Service, Sendable {
             return
         }
         guard ownership.snapshot.owned.contains(partition), store.isCurrent(state, index: partition),
-            let (retries, revoked) = state.promote()
+            let handover = state.promote()
         else { return }
-        delivery.adopt(retries: retries, revoked: revoked)
+        delivery.adopt(handover)
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).
         sweeper.poke()
         guard ownership.loaded(partition) else { return }

@@ -89,32 +89,25 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     // MARK: Ownership changes
 
-    /// Takes over what a previous owner left in a partition: its pending retries (stored lines), then the
-    /// revokes it had not delivered.
-    func adopt(retries: [[PendingNotification]], revoked: [RevokedSubscription]) {
-        guard !retries.isEmpty || !revoked.isEmpty else { return }
+    /// Takes over what a previous owner left in a partition (``PartitionMachine/Handover``): its stored lines, then
+    /// the revokes no stored line holds.
+    func adopt(_ handover: PartitionState.Machine.Handover) {
+        guard !handover.isEmpty else { return }
         let now = clock()
         core.withLock { core in
-            var revokeQueued: Set<RetryKey> = []
-            for line in retries {
+            for line in handover.lines {
                 for entry in line { core.queue.enqueue(entry) }
-                if let key = line.first?.key {
-                    core.stored.insert(key)
-                    if line.contains(where: \.isRevoke) { revokeQueued.insert(key) }
-                }
+                if let key = line.first?.key { core.stored.insert(key) }
             }
-            for revocation in revoked {
-                let subscription = revocation.subscription
-                let key = RetryKey(app: revocation.app, path: subscription.path, subscriber: subscription.subscriber)
-                guard !revokeQueued.contains(key) else { continue }  // already in its stored line
-                core.queue.enqueue(
-                    PendingNotification(
-                        app: revocation.app, path: subscription.path, subscriber: subscription.subscriber,
-                        format: subscription.settings.format, content: .revoke(revocation.reason), scope: revocation.app,
-                        firstFailureAt: now))
+            for var revoke in handover.revokes {
+                // Its first attempt is now, on this service's clock.
+                (revoke.firstFailureAt, revoke.notBefore) = (now, now)
+                core.queue.enqueue(revoke)
             }
         }
-        logger.info("pending deliveries taken over", metadata: [LoggingKeys.retries: "\(retries.count)", LoggingKeys.revokes: "\(revoked.count)"])
+        logger.info(
+            "pending deliveries taken over",
+            metadata: [LoggingKeys.retries: "\(handover.lines.count)", LoggingKeys.revokes: "\(handover.revokes.count)"])
         updateGauges()
         wake.signal()
     }

@@ -166,6 +166,6 @@ final class EventProcessor: Sendable {
             failed: { [logger] error, delay in
                 logger.error("dead-letter write failed; retrying", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.retryInSeconds: "\(delay)"])
             },
-            stored: { [tickets] in tickets.release(ticket) })
+            done: { [tickets] offset in if offset != nil { tickets.release(ticket) } })
     }
 }

@@ -201,12 +201,12 @@ final class PartitionState: Sendable {
         machine.withLock { $0.markerWritten(tag: tag, offset: offset, writtenAt: writtenAt) }
     }
 
-    /// Makes this replica the owner of a loaded partition (``PartitionMachine/promote(uptime:)``): returns what
+    /// Makes this replica the owner of a loaded partition (``PartitionMachine/promote(uptime:now:)``): returns what
     /// the previous owner left to deliver, nil when the partition was given up meanwhile.
-    func promote() -> (retries: [[PendingNotification]], revoked: [RevokedSubscription])? {
-        input { machine -> ((retries: [[PendingNotification]], revoked: [RevokedSubscription])?, [Action]) in
-            guard let promoted = machine.promote(uptime: Uptime.now) else { return (nil, []) }
-            return ((promoted.retries, promoted.revoked), promoted.actions)
+    func promote() -> Machine.Handover? {
+        input { machine -> (Machine.Handover?, [Action]) in
+            guard let promoted = machine.promote(uptime: Uptime.now, now: Date().timeIntervalSince1970) else { return (nil, []) }
+            return (promoted.handover, promoted.actions)
         }
     }
 

@@ -17,24 +17,27 @@ protocol RecordSink: Sendable {
 extension RecordSink {
     var isOpen: Bool { true }
 
-    /// Produces `record` until it is stored: after a failure, again `delay` seconds later (doubling up to 30 s),
-    /// while `keepTrying()` holds and the sink is open (a shutdown ends the chain). `failed` hears each failure
-    /// with the delay before the next attempt; `stored` runs once the record is acknowledged.
+    /// Produces `record` until it is stored: after a failure, again `delay` seconds later (doubling up to
+    /// `maxDelay`), while `keepTrying()` holds and the sink is open (a shutdown ends the chain). `failed` hears each
+    /// failure with the delay before the next attempt; `done` runs once, with the record's offset once it is
+    /// acknowledged, or nil when the chain ended without storing it. The one chain for records written outside a
+    /// partition's state machine (dead letters, load markers); the machine's own writes retry on its timers.
     func produceUntilStored(
-        _ record: KafkaRecord, delay: Double = 1, while keepTrying: @escaping @Sendable () -> Bool,
-        failed: @escaping @Sendable (KafkaError, Double) -> Void, stored: @escaping @Sendable () -> Void
+        _ record: KafkaRecord, delay: Double = 1, maxDelay: Double = 30, while keepTrying: @escaping @Sendable () -> Bool,
+        failed: @escaping @Sendable (KafkaError, Double) -> Void, done: @escaping @Sendable (Int64?) -> Void
     ) {
         let retry: @Sendable (KafkaError) -> Void = { [self] error in
-            guard isOpen, keepTrying() else { return }
+            guard isOpen, keepTrying() else { return done(nil) }
             failed(error, delay)
             DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
-                guard isOpen, keepTrying() else { return }
-                produceUntilStored(record, delay: min(delay * 2, 30), while: keepTrying, failed: failed, stored: stored)
+                guard isOpen, keepTrying() else { return done(nil) }
+                produceUntilStored(
+                    record, delay: min(delay * 2, maxDelay), maxDelay: maxDelay, while: keepTrying, failed: failed, done: done)
             }
         }
         if let error = produce(record, completion: { result in
             switch result {
-            case .success: stored()
+            case .success(let written): done(written.offset)
             case .failure(let error): retry(error)
             }
         }) {

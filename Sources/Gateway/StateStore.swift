@@ -393,7 +393,7 @@ final class StateStore: Service, Sendable {
         // Outside the store's lock: it is never held while a partition's lock is taken (docs/ARCHITECTURE.md,
         // "Locks"). A release meanwhile makes this load stale (its generation).
         partition.setRole(.loading)
-        func current() -> Bool {
+        @Sendable func current() -> Bool {
             !stopping.load(ordering: .relaxed) && partition.role == .loading
                 && state.withLock { $0.partitions[index] === partition && $0.generations[index] == generation }
         }
@@ -420,27 +420,17 @@ final class StateStore: Service, Sendable {
                 DispatchQueue.global().async { continuation.resume(returning: partition.waitForWrites(timeout: .seconds(5))) }
             }
         }
-        var marker: Int64 = -1
-        var writtenAt: UInt64 = 0
-        var delay = Duration.milliseconds(500)
-        while marker < 0 {
-            do {
-                writtenAt = Uptime.now
-                let record = KafkaRecord(
-                    topic: topic, partition: index, key: OwnerTag.loadMarkerKey, value: [],
-                    headers: [KafkaHeader(name: OwnerTag.header, value: tag)])
-                marker = try await sink.write([record])[0].offset
-            } catch {
-                logger.warning("load marker not written yet; retrying", metadata: [LoggingKeys.kafkaPartition: "\(index)", LoggingKeys.error: "\(error)"])
-                do {
-                    try await Task.sleep(for: delay)
-                } catch {
-                    return nil  // cancelled: the store is stopping
-                }
-                delay = min(delay * 2, .seconds(10))
-                guard current() else { return nil }
-            }
+        let writtenAt = Uptime.now
+        let record = KafkaRecord(
+            topic: topic, partition: index, key: OwnerTag.loadMarkerKey, value: [], headers: [KafkaHeader(name: OwnerTag.header, value: tag)])
+        let written = await withCheckedContinuation { (continuation: CheckedContinuation<Int64?, Never>) in
+            sink.produceUntilStored(
+                record, delay: 0.5, maxDelay: 10, while: current,
+                failed: { [logger] error, _ in
+                    logger.warning("load marker not written yet; retrying", metadata: [LoggingKeys.kafkaPartition: "\(index)", LoggingKeys.error: "\(error)"])
+                }, done: { continuation.resume(returning: $0) })
         }
+        guard let marker = written else { return nil }
         guard current() else { return nil }
         partition.markerWritten(tag: tag, offset: marker, writtenAt: writtenAt)
         let loaded = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in

@@ -126,11 +126,22 @@ public struct PartitionMachine<Callback: Sendable> {
     /// is read up to it. Its ownership counts as confirmed when the marker was written, not when the load ends.
     public mutating func markerWritten(tag: [UInt8], offset: Int64, writtenAt: UInt64) { marker = (tag, offset, writtenAt) }
 
+    /// What a previous owner left to deliver, in the order it goes to the delivery lines.
+    public struct Handover: Sendable, Equatable {
+        /// Its stored lines (pending retries, a revoke among them), each in its order.
+        public var lines: [[PendingNotification]]
+        /// The revokes of subscriptions revoked but not tombstoned that no stored line holds, each the last
+        /// message of its subscription.
+        public var revokes: [PendingNotification]
+
+        public var isEmpty: Bool { lines.isEmpty && revokes.isEmpty }
+    }
+
     /// Makes this replica the owner of a loaded partition: restores the shadow checkpoints into the index, hands
-    /// over what the previous owner left to deliver (pending retries, revokes not yet sent), starts the fence from
-    /// its load marker, and rewrites the keys of the superseded records it skipped. Nil when it was given up
-    /// meanwhile (a revocation between the load and now).
-    public mutating func promote(uptime: UInt64) -> (retries: [[PendingNotification]], revoked: [RevokedSubscription], actions: [Action])? {
+    /// over what the previous owner left to deliver, starts the fence from its load marker, and rewrites the keys
+    /// of the superseded records it skipped. Nil when it was given up meanwhile (a revocation between the load and
+    /// now). `now`: seconds since the epoch, the revokes' first attempt.
+    public mutating func promote(uptime: UInt64, now: Double) -> (handover: Handover, actions: [Action])? {
         guard contents.role == .loading else { return nil }
         var actions: [Action] = []
         for (app, checkpoints) in contents.checkpoints {
@@ -138,8 +149,14 @@ public struct PartitionMachine<Callback: Sendable> {
             for (path, value) in checkpoints { data.index.restoreShadow(at: path, value: value) }
         }
         contents.checkpoints = [:]
-        let retries = Array(contents.followedRetries.values)
+        let lines = Array(contents.followedRetries.values)
         contents.followedRetries = [:]
+        let revokesInLines = Set(lines.compactMap { line in line.contains(where: \.isRevoke) ? line.first?.key : nil })
+        let revokes = contents.revoked.filter { !$0.value.tombstoned && !revokesInLines.contains($0.key) }.values.map { revoked in
+            PendingNotification(
+                app: revoked.app, path: revoked.subscription.path, subscriber: revoked.subscription.subscriber,
+                format: revoked.subscription.settings.format, content: .revoke(revoked.reason), scope: revoked.app, firstFailureAt: now)
+        }
         contents.role = .owner
         if let marker {
             fence = OwnershipFence(tag: marker.tag, markerOffset: marker.offset, at: marker.writtenAt)
@@ -148,7 +165,7 @@ public struct PartitionMachine<Callback: Sendable> {
         let superseded = Array(contents.superseded.values)
         contents.superseded = [:]
         rewrite(superseded, actions: &actions, uptime: uptime)
-        return (retries, Array(contents.revoked.values), actions)
+        return (Handover(lines: lines, revokes: revokes), actions)
     }
 
     // MARK: Decisions of the API

@@ -145,8 +145,7 @@ final class GatewayHarness: Sendable {
     func own(_ index: Int32) async throws {
         let loaded = await store.load(index)
         let state = try XCTUnwrap(loaded)
-        let (retries, revoked) = try XCTUnwrap(state.promote())
-        delivery.adopt(retries: retries, revoked: revoked)
+        delivery.adopt(try XCTUnwrap(state.promote()))
     }
 
     /// Gives partition `index` up (as a rebalance would after the records in flight finished).

@@ -4,7 +4,7 @@ import XCTest
 
 @testable import Gateway
 
-/// The one write-until-stored chain of records written outside a partition (dead letters): retried with backoff
+/// The one write-until-stored chain of records written outside a partition (dead letters, load markers): retried with backoff
 /// while the log refuses, ended when its purpose is gone or the sink closes.
 final class ProduceUntilStoredTests: XCTestCase {
     let record = KafkaRecord(topic: "dlq", partition: 0, key: Array("k".utf8), value: Array("v".utf8))
@@ -16,7 +16,7 @@ final class ProduceUntilStoredTests: XCTestCase {
         let stored = Atomic<Bool>(false)
         log.produceUntilStored(
             record, delay: 0.02, while: { true }, failed: { _, _ in failures.add(1, ordering: .relaxed) },
-            stored: { stored.store(true, ordering: .relaxed) })
+            done: { offset in stored.store(offset == 0, ordering: .relaxed) })
         await waitUntil("two failures") { failures.load(ordering: .relaxed) >= 2 }
         log.setFailing(false)
         await waitUntil("the record stored") { stored.load(ordering: .relaxed) }
@@ -28,13 +28,15 @@ final class ProduceUntilStoredTests: XCTestCase {
         log.setFailing(true)
         let keepTrying = Atomic<Bool>(true)
         let failures = Atomic<Int>(0)
+        let ended = Atomic<Bool>(false)
         log.produceUntilStored(
             record, delay: 0.02, while: { keepTrying.load(ordering: .relaxed) },
-            failed: { _, _ in failures.add(1, ordering: .relaxed) }, stored: {})
+            failed: { _, _ in failures.add(1, ordering: .relaxed) }, done: { offset in ended.store(offset == nil, ordering: .relaxed) })
         await waitUntil("a failure") { failures.load(ordering: .relaxed) >= 1 }
         keepTrying.store(false, ordering: .relaxed)
         let seen = failures.load(ordering: .relaxed)
         try await Task.sleep(for: .milliseconds(200))  // several retry delays: nothing more may be tried
         XCTAssertLessThanOrEqual(failures.load(ordering: .relaxed), seen + 1, "an attempt under way may still fail once")
+        XCTAssertTrue(ended.load(ordering: .relaxed), "the end is reported")
     }
 }

@@ -262,19 +262,20 @@ final class PartitionMachineTests: XCTestCase {
         machine.markerWritten(tag: Rig.tag, offset: 6, writtenAt: 100)
         machine.readMarker(tag: Rig.tag, offset: 6)
         XCTAssertEqual(machine.admission(identity: nil), .notOwner, "nothing is served from a partial state")
-        let promoted = try XCTUnwrap(machine.promote(uptime: 101))
-        XCTAssertEqual(promoted.retries, [line])
-        XCTAssertEqual(promoted.revoked.map(\.subscription), [revoked], "its revoke is still to be sent")
+        let promoted = try XCTUnwrap(machine.promote(uptime: 101, now: 1_000))
+        XCTAssertEqual(promoted.handover.lines, [line])
+        XCTAssertEqual(
+            promoted.handover.revokes.map { [$0.subscriber.token: $0.content] }, [["d2": .revoke(.expired)]], "its revoke is still to be sent")
         XCTAssertEqual(promoted.actions, [.schedule(.repair(Rig.key(path: "/z", device: "d3"), delay: 0.5), after: 0)])
         XCTAssertEqual(machine.contents.existingApp(Rig.app)?.index.shadow(at: path), .number("5"), "the checkpoint restored")
         XCTAssertEqual(machine.admission(identity: nil), .open)
-        XCTAssertNil(machine.promote(uptime: 102), "promoted once")
+        XCTAssertNil(machine.promote(uptime: 102, now: 1_000), "promoted once")
     }
 
     func testAPartitionGivenUpDuringItsLoadIsNotPromoted() {
         var machine = PartitionMachine<String>(role: .loading)
         machine.setRole(.released)
-        XCTAssertNil(machine.promote(uptime: 1))
+        XCTAssertNil(machine.promote(uptime: 1, now: 1_000))
     }
 
     // MARK: Fencing

@@ -26,7 +26,7 @@ struct PartitionRig {
         rig.log.append(LogRecord(key: OwnerTag.loadMarkerKey, value: [], tag: tag))
         rig.machine.markerWritten(tag: tag, offset: 0, writtenAt: rig.clock)
         rig.machine.readMarker(tag: tag, offset: 0)
-        let promoted = rig.machine.promote(uptime: rig.clock)
+        let promoted = rig.machine.promote(uptime: rig.clock, now: 1_000)
         XCTAssertNotNil(promoted)
         rig.take(promoted?.actions ?? [])
         return rig
