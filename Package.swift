@@ -159,6 +159,8 @@ let package = Package(
 
         // Helpers shared by the test targets.
         .target(name: "TestSupport", swiftSettings: strict),
+        // The in-memory log that stands in for Kafka in the Swift tests of the gateway's services.
+        .target(name: "GatewayTesting", dependencies: ["KafkaClient"], swiftSettings: strict),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "PushCore", "CompactJSON"]),
         .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
@@ -173,7 +175,7 @@ let package = Package(
         .testTarget(
             name: "GatewayAPITests",
             dependencies: [
-                "GatewayAPI", "Gateway", "GatewayEmbedded", "Providers", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient",
+                "GatewayAPI", "Gateway", "GatewayEmbedded", "Providers", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient", "GatewayTesting",
                 "EventDecoding",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),

@@ -31,6 +31,8 @@ import argparse
 import json
 import os
 import queue
+import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -139,6 +141,37 @@ class Proc:
                 self.p.wait(5)
 
 
+class TLSFront:
+    """nghttpx terminating TLS (HTTP/2 by ALPN) with a fresh self-signed certificate for 127.0.0.1, forwarding
+    over h2c to the fake: the gateway pays TLS as it does against the real providers."""
+
+    def __init__(self, workdir: str, backend_port: int):
+        binary = shutil.which("nghttpx") or "/usr/sbin/nghttpx"
+        if not os.path.exists(binary):
+            raise RuntimeError("--tls needs nghttpx: apt-get install nghttp2-proxy")
+        self.ca_file = os.path.join(workdir, "front-cert.pem")
+        key = os.path.join(workdir, "front-key.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", self.ca_file,
+                        "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+                       check=True, capture_output=True, timeout=60)
+        self.port = free_port()
+        self.proc = Proc("tls-front", [
+            binary, f"--frontend=127.0.0.1,{self.port}", f"--backend=127.0.0.1,{backend_port};;proto=h2",
+            "--workers=1", "--no-ocsp", "--frontend-http2-max-concurrent-streams=1000",
+            "--backend-http2-max-concurrent-streams=1000", "--accesslog-file=/dev/null", "--log-level=WARN",
+            key, self.ca_file], workdir)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.proc.p.poll() is not None:
+                raise RuntimeError("nghttpx exited: " + open(self.proc.err.name).read()[-2000:])
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("nghttpx did not listen in 20 s")
+
+
 class Fake:
     """LoadFakeFCM: per-second lines collected by a reader thread; `reset`/`report` on its stdin."""
 
@@ -225,6 +258,9 @@ def main() -> int:
     ap.add_argument("--observe", action="store_true",
                     help="also read the change topic with a plain consumer (same kafka props) and report the "
                          "broker-only produce → consume latency, to separate it from the gateway's share")
+    ap.add_argument("--tls", action="store_true",
+                    help="reach the fake FCM over TLS (HTTP/2, ALPN) through an nghttpx front with a self-signed "
+                         "certificate, as the real providers are reached (needs Debian's nghttp2-proxy)")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
@@ -234,13 +270,18 @@ def main() -> int:
     log(f"work directory {work}")
     paths_total = args.devices // args.fanout
     apps = app_ids(args.apps)
-    broker = fake = gw = producer = None
+    broker = fake = gw = producer = front = None
     result: dict = {}
     try:
         broker = Tansu(work).start()
         topics = Topics.unique(broker, PARTITIONS)
         fake = Fake(work)
         base = f"http://127.0.0.1:{fake.port}"
+        fcm_tls: dict = {}
+        if args.tls:
+            front = TLSFront(work, fake.port)
+            base = f"https://127.0.0.1:{front.port}"
+            fcm_tls = {"caFile": front.ca_file}
         pem = rsa_pem()
         http_port = free_port()
         config = {
@@ -250,7 +291,7 @@ def main() -> int:
                       "snapshotRequestsTopic": topics.snapshots, "membersTopic": topics.members, "maxInFlightRecords": args.max_in_flight_records,
                       "properties": dict(FAST_GROUP_PROPERTIES, **dict(kv.split("=", 1) for kv in args.kafka_prop))},
             "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": 2,
-                    "maxInFlightPerProject": args.max_in_flight},
+                    "maxInFlightPerProject": args.max_in_flight, **fcm_tls},
             "logging": {"format": "json", "level": "warning"},
             "allowInsecureEndpoints": True,  # the fake FCM is h2c (cleartext)
             "apps": {a: {"fcmServiceAccountFile": service_account(os.path.join(work, f"{a}-sa.json"),
@@ -343,6 +384,8 @@ def main() -> int:
         log(f"probe ok ({fake.total} notifications)")
 
         watched = {"gateway": gw.pid, "tansu": broker.proc.popen.pid, "fake_fcm": fake.proc.pid, "load_gen": os.getpid()}
+        if front is not None:
+            watched["tls_front"] = front.proc.pid
 
         def cpu_snapshot() -> dict:
             return {k: cpu_ticks(v) for k, v in watched.items()} | {"_threads": thread_ticks(gw.pid)}
@@ -503,6 +546,8 @@ def main() -> int:
             producer = None  # destroyed before the broker stops
         if gw:
             gw.stop(15)
+        if front:
+            front.proc.stop(5)
         if fake:
             summary = fake.stop()
             if summary:

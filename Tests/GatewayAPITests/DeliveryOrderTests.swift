@@ -1,3 +1,4 @@
+import GatewayTesting
 import Foundation
 import GatewayAPI
 import Providers

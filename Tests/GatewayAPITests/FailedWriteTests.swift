@@ -1,3 +1,4 @@
+import GatewayTesting
 import CompactJSON
 import Foundation
 import GatewayAPI

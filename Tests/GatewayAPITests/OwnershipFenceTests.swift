@@ -1,3 +1,4 @@
+import GatewayTesting
 import GatewayCore
 import CompactJSON
 import Foundation

@@ -1,3 +1,4 @@
+import GatewayTesting
 import KafkaClient
 import Synchronization
 import XCTest

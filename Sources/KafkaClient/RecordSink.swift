@@ -1,9 +1,8 @@
 import Dispatch
-import KafkaClient
 
-/// Where the gateway's records go: the Kafka producer in production (``KafkaWriter``), an in-memory log in
-/// unit tests.
-protocol RecordSink: Sendable {
+/// Where the gateway's records go: the Kafka producer in production (the gateway's `KafkaWriter`), an in-memory
+/// log in unit tests (`GatewayTesting`'s `InMemoryLog`).
+public protocol RecordSink: Sendable {
     /// Queues `record` without blocking. Returns the error when it could not even be queued (then `completion`
     /// is never called); otherwise `completion` runs later with where the record was written, never inside this
     /// call, so a caller may hold a lock while producing (that is how per-partition write order is kept).
@@ -15,14 +14,14 @@ protocol RecordSink: Sendable {
 }
 
 extension RecordSink {
-    var isOpen: Bool { true }
+    public var isOpen: Bool { true }
 
     /// Produces `record` until it is stored: after a failure, again `delay` seconds later (doubling up to
     /// `maxDelay`), while `keepTrying()` holds and the sink is open (a shutdown ends the chain). `failed` hears each
     /// failure with the delay before the next attempt; `done` runs once, with the record's offset once it is
     /// acknowledged, or nil when the chain ended without storing it. The one chain for records written outside a
     /// partition's state machine (dead letters, load markers); the machine's own writes retry on its timers.
-    func produceUntilStored(
+    public func produceUntilStored(
         _ record: KafkaRecord, delay: Double = 1, maxDelay: Double = 30, while keepTrying: @escaping @Sendable () -> Bool,
         failed: @escaping @Sendable (KafkaError, Double) -> Void, done: @escaping @Sendable (Int64?) -> Void
     ) {
@@ -47,7 +46,7 @@ extension RecordSink {
 
     /// Produces `records` and waits for every acknowledgement: one round trip for N records. Returns where
     /// each was written, in order, or throws the first error.
-    func write(_ records: [KafkaRecord]) async throws(KafkaError) -> [(partition: Int32, offset: Int64)] {
+    public func write(_ records: [KafkaRecord]) async throws(KafkaError) -> [(partition: Int32, offset: Int64)] {
         guard !records.isEmpty else { return [] }
         let collector = WriteCollector(count: records.count)
         let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result<[(partition: Int32, offset: Int64)], KafkaError>, Never>) in

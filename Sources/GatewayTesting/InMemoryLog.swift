@@ -5,7 +5,7 @@ import Synchronization
 /// A log in memory that behaves like the topics the gateway uses, for unit tests: records are appended per
 /// (topic, partition) with offsets, acknowledged asynchronously (or held back, to test what waits for an
 /// acknowledgement), and read by ``Reader``s with assigned partitions. No compaction.
-final class InMemoryLog: RecordSink, Sendable {
+public final class InMemoryLog: RecordSink, Sendable {
     private struct State {
         var partitions: [String: Int32] = [:]
         var records: [TopicPartition: [KafkaRecord]] = [:]
@@ -18,12 +18,12 @@ final class InMemoryLog: RecordSink, Sendable {
     private let state = Mutex(State())
     private let acknowledgements = DispatchQueue(label: "in-memory-log-acks")
 
-    init(topics: [String: Int32]) { state.withLock { $0.partitions = topics } }
+    public init(topics: [String: Int32]) { state.withLock { $0.partitions = topics } }
 
     /// Acknowledgements are held until ``releaseAcknowledgements()`` (writes stay in flight).
-    func holdAcknowledgements() { state.withLock { $0.holding = true } }
+    public func holdAcknowledgements() { state.withLock { $0.holding = true } }
 
-    func releaseAcknowledgements() {
+    public func releaseAcknowledgements() {
         let held = state.withLock { state -> [@Sendable () -> Void] in
             state.holding = false
             defer { state.held = [] }
@@ -33,16 +33,16 @@ final class InMemoryLog: RecordSink, Sendable {
     }
 
     /// While set, every produce fails (a broker that does not acknowledge).
-    func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
+    public func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
     /// While set, every record is stored but reported failed (a timeout after the broker wrote it).
-    func setLosingAcknowledgements(_ losing: Bool) { state.withLock { $0.losing = losing } }
+    public func setLosingAcknowledgements(_ losing: Bool) { state.withLock { $0.losing = losing } }
 
-    func records(_ topic: String, partition: Int32) -> [KafkaRecord] {
+    public func records(_ topic: String, partition: Int32) -> [KafkaRecord] {
         state.withLock { $0.records[TopicPartition(topic: topic, partition: partition)] ?? [] }
     }
 
-    func produce(
+    public func produce(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError? {
         let outcome = state.withLock { state -> (@Sendable () -> Void)? in
@@ -77,14 +77,14 @@ final class InMemoryLog: RecordSink, Sendable {
     }
 
     /// A reader of assigned partitions of this log.
-    final class Reader: LogReader, Sendable {
+    public final class Reader: LogReader, Sendable {
         private let log: InMemoryLog
         private let positions = Mutex<[TopicPartition: Int64]>([:])
         private let closed = Atomic<Bool>(false)
 
-        init(log: InMemoryLog) { self.log = log }
+        public init(log: InMemoryLog) { self.log = log }
 
-        func poll(timeoutMs: Int32) -> KafkaConsumer.PollResult {
+        public func poll(timeoutMs: Int32) -> KafkaConsumer.PollResult {
             let deadline = Date().addingTimeInterval(Double(timeoutMs) / 1000)
             repeat {
                 let next = positions.withLock { positions -> KafkaRecord? in
@@ -105,27 +105,27 @@ final class InMemoryLog: RecordSink, Sendable {
             return .none
         }
 
-        func addAssignment(_ offsets: [TopicPartition: Int64]) throws {
+        public func addAssignment(_ offsets: [TopicPartition: Int64]) throws {
             positions.withLock { positions in
                 for (partition, offset) in offsets { positions[partition] = offset < 0 ? 0 : offset }
             }
         }
 
-        func removeAssignment(_ partitions: [TopicPartition]) throws {
+        public func removeAssignment(_ partitions: [TopicPartition]) throws {
             positions.withLock { positions in
                 for partition in partitions { positions[partition] = nil }
             }
         }
 
-        func assign(_ offsets: [TopicPartition: Int64]) throws { try addAssignment(offsets) }
+        public func assign(_ offsets: [TopicPartition: Int64]) throws { try addAssignment(offsets) }
 
-        func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 {
+        public func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 {
             guard let count = log.partitionCount(topic) else { throw KafkaError(message: "unknown topic \(topic)") }
             return count
         }
 
-        func close() { closed.store(true, ordering: .relaxed) }
+        public func close() { closed.store(true, ordering: .relaxed) }
     }
 
-    func partitionCount(_ topic: String) -> Int32? { state.withLock { $0.partitions[topic] } }
+    public func partitionCount(_ topic: String) -> Int32? { state.withLock { $0.partitions[topic] } }
 }

@@ -1,4 +1,3 @@
-import KafkaClient
 import Synchronization
 
 /// Gathers the acknowledgements of a batch of records and resumes one waiter when all are in.
