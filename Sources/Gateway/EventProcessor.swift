@@ -50,11 +50,6 @@ final class EventProcessor: Sendable {
         let owner: PartitionState
     }
 
-    /// Matches one record now (tests, and a single worker).
-    func handle(_ record: KafkaRecord) {
-        if let admitted = admit(record) { process(admitted) }
-    }
-
     /// On the poll thread, in the partition's order: waits for capacity, and tracks the record (its offset, its
     /// ticket) when this replica owns its partition. Nil: nothing to do (left to the partition's next owner).
     func admit(_ record: KafkaRecord) -> Admitted? {
