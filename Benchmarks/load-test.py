@@ -157,7 +157,7 @@ class TLSFront:
         self.port = free_port()
         self.proc = Proc("tls-front", [
             binary, f"--frontend=127.0.0.1,{self.port}", f"--backend=127.0.0.1,{backend_port};;proto=h2",
-            "--workers=1", "--no-ocsp", "--frontend-http2-max-concurrent-streams=1000",
+            "--single-process", "--workers=1", "--no-ocsp", "--frontend-http2-max-concurrent-streams=1000",
             "--backend-http2-max-concurrent-streams=1000", "--accesslog-file=/dev/null", "--log-level=WARN",
             key, self.ca_file], workdir)
         deadline = time.monotonic() + 20
