@@ -1,13 +1,24 @@
+import Dispatch
 import Synchronization
 
 /// Wakes one waiting task: ``signal()`` before ``wait(timeout:)`` is remembered, so no wake-up is lost.
+///
+/// A wait is one continuation, resumed by whichever comes first: a signal, its timer (a dispatch timer that
+/// resumes it only if it is still the same wait), or the task's cancellation. A wake-up is then one hop to the
+/// waiting task (a task group racing a sleeping child cost four: the group's child, the task, the cancelled
+/// sleep, and the task again).
 final class WakeSignal: Sendable {
     private struct State {
         var signalled = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// Numbers the waits, so that a timer set for an earlier wait ends nothing.
+        var wait: UInt64 = 0
     }
 
     private let state = Mutex(State())
+
+    /// A task waits now (for tests).
+    var isWaiting: Bool { state.withLock { $0.waiter != nil } }
 
     func signal() {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
@@ -25,39 +36,29 @@ final class WakeSignal: Sendable {
     /// is cancelled.
     func wait(timeout: Duration?) async {
         await withTaskCancellationHandler {
-            await waitOrTimeOut(timeout)
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let wait = state.withLock { state -> UInt64? in
+                    if state.signalled {
+                        state.signalled = false
+                        return nil
+                    }
+                    state.wait &+= 1
+                    state.waiter = continuation
+                    return state.wait
+                }
+                guard let wait else { return continuation.resume() }
+                guard let timeout else { return }
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds) { [self] in
+                    let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                        guard state.wait == wait, let waiter = state.waiter else { return nil }
+                        state.waiter = nil
+                        return waiter
+                    }
+                    waiter?.resume()
+                }
+            }
         } onCancel: {
             signal()
-        }
-    }
-
-    private func waitOrTimeOut(_ timeout: Duration?) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let now = self.state.withLock { state -> Bool in
-                        if state.signalled {
-                            state.signalled = false
-                            return true
-                        }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if now { continuation.resume() }
-                }
-            }
-            if let timeout {
-                group.addTask {
-                    do {
-                        try await Task.sleep(for: timeout)
-                    } catch {
-                        return  // cancelled: the wait ended first (a signal, or the caller's cancellation)
-                    }
-                    self.signal()
-                }
-            }
-            await group.next()
-            group.cancelAll()
         }
     }
 }
