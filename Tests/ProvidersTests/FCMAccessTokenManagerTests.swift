@@ -56,6 +56,19 @@ final class FCMAccessTokenManagerTests: XCTestCase {
         XCTAssertEqual(fetchCount, 2)
     }
 
+    func testAFreshTokenIsReadWithoutTheActorUntilItsRefreshIsDue() async throws {
+        let harness = Harness()
+        let manager = harness.makeManager()
+        XCTAssertNil(manager.freshToken(), "nothing cached yet")
+        _ = try await manager.accessToken()
+        XCTAssertEqual(manager.freshToken(), "tok-1")
+        harness.advance(3600 - 299)
+        XCTAssertNil(manager.freshToken(), "a refresh is due: the caller goes through accessToken()")
+        _ = try await manager.accessToken()
+        await manager.invalidate("tok-1")
+        XCTAssertNotEqual(manager.freshToken(), "tok-1", "a refused token is never read again")
+    }
+
     func testExpiredTokenIsNeverServed() async throws {
         let harness = Harness()
         let manager = harness.makeManager()

@@ -30,7 +30,9 @@ struct BearerTokenHTTPClient<Failure: ProviderFailure>: Sendable {
     func post<Success>(_ body: [UInt8], read: (HTTPResponse) -> Answer<Success>) async throws(Failure) -> Success {
         var refreshedOnce = false
         while true {
-            let accessToken = try await tokens.accessToken()
+            // A token that needs no refresh is read without entering the cache's actor.
+            let accessToken: String
+            if let fresh = tokens.freshToken() { accessToken = fresh } else { accessToken = try await tokens.accessToken() }
             let request = HTTPRequest(
                 method: .post, url: url,
                 headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")],

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// Caches the OAuth2 access token of one provider account (an FCM service account, an HMS app) and renews it
 /// before it expires.
 ///
@@ -8,6 +10,8 @@
 /// - A failed fetch is remembered for `failureBackoff` (default 1 s): callers fail fast with the same error
 ///   instead of hammering the token endpoint.
 /// - ``invalidate(_:)`` drops a token the provider refused, so the next call fetches a fresh one.
+/// - ``freshToken()`` reads a cached token that needs no refresh without entering the actor (no hop on every
+///   send); everything else goes through ``accessToken()``.
 public actor OAuthTokenCache<Failure: ProviderFailure> {
     /// A token is never handed out this close to its expiry (capped at half its lifetime).
     static var expirySafetySeconds: Double { 10.0 }
@@ -17,7 +21,11 @@ public actor OAuthTokenCache<Failure: ProviderFailure> {
     private let refreshMargin: Double
     private let failureBackoff: Double
 
-    private var cached: OAuthAccessToken?
+    private var cached: OAuthAccessToken? {
+        didSet { fresh.withLock { $0 = cached.map { ($0.value, refreshTime(of: $0)) } } }
+    }
+    /// The cached token and the time its refresh is due, readable from outside the actor.
+    private nonisolated let fresh = Mutex<(value: String, refreshAt: Double)?>(nil)
     private var inFlight: Task<OAuthAccessToken, any Error>?
     private var lastFailure: (error: Failure, at: Double)?
 
@@ -35,6 +43,13 @@ public actor OAuthTokenCache<Failure: ProviderFailure> {
         self.now = now
         self.refreshMargin = refreshMargin.seconds
         self.failureBackoff = failureBackoff.seconds
+    }
+
+    /// The cached token while no refresh is due, read without entering the actor; nil otherwise (then call
+    /// ``accessToken()``).
+    public nonisolated func freshToken() -> String? {
+        guard let fresh = fresh.withLock({ $0 }), now() < fresh.refreshAt else { return nil }
+        return fresh.value
     }
 
     /// A valid access token, from the cache or freshly fetched. Errors have source `.authentication`
