@@ -253,8 +253,8 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             }
             return try store(
                 app: app, profile: profile, token: token, path: request.path, subscriber: subscriber, mode: request.mode,
-                format: request.format, expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now,
-                reservation: &reservation)
+                format: request.format, filters: request.filters, expiration: request.expirationTimestampSeconds,
+                existed: existing != nil, now: now, reservation: &reservation)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: name, path: request.path) }
         return outcome
@@ -297,7 +297,8 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             return try store(
                 app: app, profile: profile, token: token, path: path, subscriber: subscriber,
                 mode: request.mode ?? existing?.mode ?? .noData, format: request.format ?? existing?.format ?? .v2,
-                expiration: request.expirationTimestampSeconds, existed: existing != nil, now: now, reservation: &reservation)
+                filters: request.filters ?? existing?.filters, expiration: request.expirationTimestampSeconds,
+                existed: existing != nil, now: now, reservation: &reservation)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: name, path: path) }
         return outcome
@@ -350,22 +351,29 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             id: SubscriptionID.make(app: app, path: subscription.path, subscriber: subscription.subscriber),
             uid: subscription.subscriber.uid ?? "", kind: subscription.subscriber.kind, mode: subscription.settings.mode,
             path: subscription.path, context: subscription.subscriber.token,
-            expirationTimestampSeconds: subscription.settings.expiresAt, format: subscription.settings.format)
+            expirationTimestampSeconds: subscription.settings.expiresAt, format: subscription.settings.format,
+            filters: subscription.settings.filters)
     }
 
     /// Under the partition's lock: checks access and quotas, computes the expiry (the requested one, capped by
     /// the app's lifetime), returns the record to write and what to answer.
     private func store(
         app: AppData, profile: AppProfile, token: VerifiedToken, path: DataPath, subscriber: SubscriberKey,
-        mode: SubscriptionMode, format: NotificationFormat, expiration: Int64?, existed: Bool, now: Int64,
-        reservation: inout StateBudget.Reservation?
+        mode: SubscriptionMode, format: NotificationFormat, filters: SubscriptionFilters?, expiration: Int64?, existed: Bool,
+        now: Int64, reservation: inout StateBudget.Reservation?
     ) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) {
+        do {
+            try filters?.check(mode: mode)
+        } catch {
+            throw .badRequest(error.description)
+        }
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
         let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }
-        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid)
+        let settings = SubscriptionSettings(
+            mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid, filters: filters)
         let subscription = Subscription(path: path, subscriber: subscriber, settings: settings)
         if !existed {
             try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token.uid)

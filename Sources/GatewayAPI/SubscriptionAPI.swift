@@ -64,10 +64,12 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
     /// Nil: the app's default lifetime. 0: delete the subscription.
     public var expirationTimestampSeconds: Int64?
     public var format: NotificationFormat
+    /// Nil or empty: every write wakes the device.
+    public var filters: SubscriptionFilters?
 
     public init(
         kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String, expirationTimestampSeconds: Int64?,
-        format: NotificationFormat
+        format: NotificationFormat, filters: SubscriptionFilters? = nil
     ) {
         self.kind = kind
         self.mode = mode
@@ -75,6 +77,7 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
         self.context = context
         self.expirationTimestampSeconds = expirationTimestampSeconds
         self.format = format
+        self.filters = filters
     }
 }
 
@@ -88,10 +91,11 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     public var context: String
     public var expirationTimestampSeconds: Int64
     public var format: NotificationFormat
+    public var filters: SubscriptionFilters?
 
     public init(
         id: String, uid: String, kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String,
-        expirationTimestampSeconds: Int64, format: NotificationFormat
+        expirationTimestampSeconds: Int64, format: NotificationFormat, filters: SubscriptionFilters? = nil
     ) {
         self.id = id
         self.uid = uid
@@ -101,14 +105,18 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
         self.context = context
         self.expirationTimestampSeconds = expirationTimestampSeconds
         self.format = format
+        self.filters = filters
     }
 
+    /// `filters` only when the subscription has some.
     public var json: JSONValue {
-        .object([
+        var members: [ExactString: JSONValue] = [
             "id": .string(id), "uid": .string(uid), "kind": .string(kind.rawValue), "mode": .string(mode.rawValue),
             "path": .string(path.description), "context": .string(context),
             "expirationTimestampSeconds": .number(String(expirationTimestampSeconds)), "format": .string(format.rawValue),
-        ])
+        ]
+        if let filters { members["filters"] = filters.json }
+        return .object(members)
     }
 }
 
@@ -143,10 +151,12 @@ public struct V2PartialRequest: Sendable, Equatable {
     public var context: String?
     public var expirationTimestampSeconds: Int64?
     public var format: NotificationFormat?
+    /// Nil: keep the subscription's filters. Empty (`"filters": {}`): remove them.
+    public var filters: SubscriptionFilters?
 
     public init(
         kind: SubscriberKind? = nil, mode: SubscriptionMode? = nil, path: DataPath? = nil, context: String? = nil,
-        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil
+        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil, filters: SubscriptionFilters? = nil
     ) {
         self.kind = kind
         self.mode = mode
@@ -154,5 +164,6 @@ public struct V2PartialRequest: Sendable, Equatable {
         self.context = context
         self.expirationTimestampSeconds = expirationTimestampSeconds
         self.format = format
+        self.filters = filters
     }
 }

@@ -107,7 +107,7 @@ enum V2Routes {
         guard let context = partial.context else { throw .badRequest("'context' (the device's push token) is required") }
         return V2SubscriptionRequest(
             kind: kind, mode: partial.mode ?? .noData, path: path, context: context,
-            expirationTimestampSeconds: partial.expirationTimestampSeconds, format: partial.format ?? .v2)
+            expirationTimestampSeconds: partial.expirationTimestampSeconds, format: partial.format ?? .v2, filters: partial.filters)
     }
 
     static func partialRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2PartialRequest {
@@ -153,6 +153,13 @@ enum V2Routes {
                 throw .badRequest("'expirationTimestampSeconds' must be a non-negative integer (seconds since the epoch)")
             }
             request.expirationTimestampSeconds = seconds
+        }
+        if let value = body["filters"], value != .null {
+            do {
+                request.filters = try SubscriptionFilters.parse(value)
+            } catch {
+                throw .badRequest(error.description)
+            }
         }
         return request
     }

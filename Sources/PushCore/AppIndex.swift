@@ -104,9 +104,10 @@ public final class AppIndex {
 
     /// An estimate of the heap bytes this app's index holds, never below the truth for the structures it
     /// counts: each trie node (object, key string, its share of its parent's child map), each payload and
-    /// subscriber entry, each device's token and each user's uid (stored once: subscriptions of one device or
-    /// user share the string, see ``subscribe(path:subscriber:settings:)``), the per-device, per-user and
-    /// per-owner indexes, and each shadow's JSON. O(1): maintained on every change.
+    /// subscriber entry (with its filters, ``SubscriptionSettings/filterBytes``), each device's token and each
+    /// user's uid (stored once: subscriptions of one device or user share the string, see
+    /// ``subscribe(path:subscriber:settings:)``), the per-device, per-user and per-owner indexes, and each
+    /// shadow's JSON. O(1): maintained on every change.
     ///
     /// Calibrated with `Benchmarks/Sources/SubscriptionMemory` (docs/ARCHITECTURE.md, "Identities, quotas,
     /// abuse").
@@ -156,6 +157,7 @@ public final class AppIndex {
         } else {
             total += Self.payloadBytes
         }
+        total += settings.filterBytes
         if perDevice[subscriber.device] == nil {
             total += HeapCost.string(subscriber.token)
                 + HeapCost.dictionaryGrowth(
@@ -262,7 +264,7 @@ public final class AppIndex {
         }
         let grown = payload.subscribers.heapBytes
         let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
-        storedBytes += payload.subscribers.heapBytes - grown
+        storedBytes += payload.subscribers.heapBytes - grown + settings.filterBytes - (previous?.filterBytes ?? 0)
         if let previous, previous.mode.needsData { payload.dataSubscriberCount -= 1 }
         if settings.mode.needsData { payload.dataSubscriberCount += 1 }
         if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }
@@ -313,7 +315,7 @@ public final class AppIndex {
         guard let payload = node.payload else { return nil }
         let shrunk = payload.subscribers.heapBytes
         guard let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
-        storedBytes += payload.subscribers.heapBytes - shrunk
+        storedBytes += payload.subscribers.heapBytes - shrunk - removed.filterBytes
         if removed.mode.needsData {
             payload.dataSubscriberCount -= 1
             if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }

@@ -29,7 +29,9 @@ extension AppIndex {
     /// Applies a change event: returns the notifications it causes and updates the shadows.
     ///
     /// A subscription at S fires for a write at S, below S, or above S when the value at S changed
-    /// (SPEC §3). Subscriptions expired at `now` are skipped. `SNAPSHOT` only seeds shadows.
+    /// (SPEC §3), and, when it has filters, only when the write passes them (``SubscriptionFilters``).
+    /// Shadows are updated from every overlapping event whatever the filters: other subscriptions at the node
+    /// and later writes depend on them. Subscriptions expired at `now` are skipped. `SNAPSHOT` only seeds shadows.
     /// `NAMESPACE_DELETED` removes every subscription and returns their revocations.
     public func apply(_ event: ChangeEvent, now: Int64) -> [MatchedNotification] {
         changedShadows = []
@@ -102,14 +104,10 @@ extension AppIndex {
         }
         guard notify else { return }
         let childKey = event.path.segments[depth]
-        emit(node, path: DataPath(validatedSegments: Array(event.path.segments[..<depth])), now: now, into: &output) { mode in
-            switch mode {
-            case .noData: return .noData
-            case .value: return .value(new)
-            case .childEvent:
-                if let old, let new { return .childEvent(.between(old: old, new: new), keysOnly: false) }
-                return .childEvent(ChildChanges(changed: [childKey: .bool(true)]), keysOnly: true)
-            }
+        // Only the child on the write's path can change: the touch is complete even when the value is unknown.
+        emit(node, path: DataPath(validatedSegments: Array(event.path.segments[..<depth])), value: new, now: now, into: &output) {
+            if let old, let new { return ChildTouch(changes: .between(old: old, new: new)) }
+            return ChildTouch(changes: ChildChanges(changed: [childKey: .bool(true)]), keysOnly: true)
         }
     }
 
@@ -129,14 +127,10 @@ extension AppIndex {
             changedShadows.append((event.path, new))
         }
         guard notify else { return }
-        emit(node, path: event.path, now: now, into: &output) { mode in
-            switch mode {
-            case .noData: return .noData
-            case .value: return .value(new)
-            case .childEvent:
-                if let old, let new { return .childEvent(.between(old: old, new: new), keysOnly: false) }
-                return .childEvent(Self.unknownChanges(event), keysOnly: true)
-            }
+        emit(node, path: event.path, value: new, now: now, into: &output) {
+            if let old, let new { return ChildTouch(changes: .between(old: old, new: new)) }
+            // A MERGE names every child it touches; a SET or REMOVE may have removed children nobody named.
+            return ChildTouch(changes: Self.unknownChanges(event), keysOnly: true, complete: event.operation == .merge)
         }
     }
 
@@ -164,14 +158,9 @@ extension AppIndex {
             }
             if notify && old != new {
                 let path = DataPath(validatedSegments: event.path.segments + relative)
-                emit(node, path: path, now: now, into: &output) { mode in
-                    switch mode {
-                    case .noData: return .noData
-                    case .value: return .value(new)
-                    case .childEvent:
-                        if let old { return .childEvent(.between(old: old, new: new), keysOnly: false) }
-                        return .childEvent(ChildChanges(changed: new.children), keysOnly: true)
-                    }
+                emit(node, path: path, value: new, now: now, into: &output) {
+                    if let old { return ChildTouch(changes: .between(old: old, new: new)) }
+                    return ChildTouch(changes: ChildChanges(changed: new.children), keysOnly: true, complete: false)
                 }
             }
         }
@@ -197,20 +186,58 @@ extension AppIndex {
         }
     }
 
-    /// Groups a node's live subscribers by mode and appends one notification per mode.
+    /// Groups a node's live subscribers by mode and appends one notification per mode, plus one per distinct
+    /// filters of filtered `childEvent` subscribers (their content is narrowed). A filtered subscriber the
+    /// write does not pass (``SubscriptionFilters/admits(_:)``) gets nothing. `value` is the new value at the
+    /// node (nil: unknown); `touch` what the write did to its children, computed once, when first needed.
     private func emit(
-        _ node: Node, path: DataPath, now: Int64, into output: inout [MatchedNotification],
-        content: (SubscriptionMode) -> NotificationContent
+        _ node: Node, path: DataPath, value: JSONValue?, now: Int64, into output: inout [MatchedNotification],
+        touch makeTouch: () -> ChildTouch
     ) {
         var byMode: [SubscriptionMode: [Recipient]] = [:]
+        var filtered: [(filters: SubscriptionFilters, recipients: [Recipient])] = []
+        var computed: ChildTouch?
+        func touch() -> ChildTouch {
+            if let computed { return computed }
+            let made = makeTouch()
+            computed = made
+            return made
+        }
         node.payload?.subscribers.forEach { subscriber, settings in
-            if settings.expiresAt > now {
-                byMode[settings.mode, default: []].append(Recipient(subscriber: subscriber, format: settings.format))
+            guard settings.expiresAt > now else { return }
+            let recipient = Recipient(subscriber: subscriber, format: settings.format)
+            if let filters = settings.filters {
+                guard filters.admits(touch()) else { return }
+                if settings.mode == .childEvent {
+                    if let group = filtered.firstIndex(where: { $0.filters == filters }) {
+                        filtered[group].recipients.append(recipient)
+                    } else {
+                        filtered.append((filters, [recipient]))
+                    }
+                    return
+                }
             }
+            byMode[settings.mode, default: []].append(recipient)
         }
         for mode in SubscriptionMode.allCases {
             guard let recipients = byMode[mode] else { continue }
-            output.append(MatchedNotification(path: path, mode: mode, content: content(mode), recipients: recipients))
+            let content: NotificationContent
+            switch mode {
+            case .noData: content = .noData
+            case .value: content = .value(value)
+            case .childEvent:
+                let touched = touch()
+                content = .childEvent(touched.changes, keysOnly: touched.keysOnly)
+            }
+            output.append(MatchedNotification(path: path, mode: mode, content: content, recipients: recipients))
+        }
+        for group in filtered {
+            let touched = touch()
+            let changes = group.filters.narrowed(touched.changes, keysOnly: touched.keysOnly)
+            output.append(
+                MatchedNotification(
+                    path: path, mode: .childEvent, content: .childEvent(changes, keysOnly: touched.keysOnly),
+                    recipients: group.recipients))
         }
     }
 }

@@ -79,12 +79,25 @@ public struct SubscriptionSettings: Sendable, Equatable {
     /// The uid of the auth token the subscription was made with (nil without a token), so that the app's
     /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid.
     public var authUID: String?
+    /// Boxed: one pointer in every subscriber entry, the filters' storage only where there are some.
+    private var filterBox: FilterBox?
 
-    public init(mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil) {
+    /// What narrows the writes that wake this subscription (v2 only); nil: every write. Empty filters are
+    /// stored as nil.
+    public var filters: SubscriptionFilters? {
+        get { filterBox?.filters }
+        set { filterBox = newValue.flatMap { $0.isEmpty ? nil : FilterBox(filters: $0) } }
+    }
+
+    public init(
+        mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil,
+        filters: SubscriptionFilters? = nil
+    ) {
         self.expiresAt = expiresAt
         self.mode = mode
         self.format = format
         self.authUID = authUID
+        self.filters = filters
     }
 
     /// The uid a quota counts this subscription against: the auth token's uid (v2: the subscriber's uid).
@@ -93,7 +106,27 @@ public struct SubscriptionSettings: Sendable, Equatable {
     public static func == (left: SubscriptionSettings, right: SubscriptionSettings) -> Bool {
         left.expiresAt == right.expiresAt && left.mode == right.mode && left.format == right.format
             && (left.authUID ?? "").bytesEqual(right.authUID ?? "") && (left.authUID == nil) == (right.authUID == nil)
+            && left.filters == right.filters
     }
+
+    /// The estimated heap bytes of the filters (the box, the key array and the keys' strings): what
+    /// ``AppIndex/byteCount`` adds for a filtered subscription.
+    var filterBytes: Int {
+        guard let filters else { return 0 }
+        var total = HeapCost.object(fields: MemoryLayout<SubscriptionFilters>.size)
+        if let keys = filters.keys {
+            total += HeapCost.array(capacity: keys.capacity, stride: MemoryLayout<ExactString>.stride)
+            for key in keys { total += HeapCost.string(key.string) }
+        }
+        return total
+    }
+}
+
+/// The immutable storage of a subscription's filters.
+private final class FilterBox: Sendable {
+    let filters: SubscriptionFilters
+
+    init(filters: SubscriptionFilters) { self.filters = filters }
 }
 
 /// One subscription, as returned by queries on the index.
