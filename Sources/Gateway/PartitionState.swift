@@ -260,7 +260,7 @@ final class PartitionState: Sendable {
     /// for the writes still in flight about every subscription `concerns` picks, including ones not applied yet
     /// (a create in flight), so that the decision sees each of them as its last write left it.
     func write<Value: Sendable>(
-        concerning concerns: (RetryKey) -> Bool, _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
+        concerning concerns: @Sendable (RetryKey) -> Bool, _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
     ) async throws(APIError) -> Value {
         try await write(
             waitFirst: { await waitForWrites(concerning: concerns) }, admission: { $0.admission(concerning: concerns) }, decide)
@@ -339,7 +339,7 @@ final class PartitionState: Sendable {
         return value
     }
 
-    private func waitForWrites(concerning concerns: (RetryKey) -> Bool) async {
+    private func waitForWrites(concerning concerns: @Sendable (RetryKey) -> Bool) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let waiting = machine.withLock { $0.waitForWrites(concerning: concerns, callback: { _, _ in continuation.resume() }) }
             if !waiting { continuation.resume() }

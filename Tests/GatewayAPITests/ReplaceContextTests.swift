@@ -105,13 +105,15 @@ final class ReplaceContextTests: XCTestCase {
             }
             let listed = try await Self.list(client)
             XCTAssertEqual(Set(listed.compactMap { $0["id"] as? String }), Set(newIDs + [tablet]))
-            XCTAssertEqual(try await Self.list(client, uid: "bob").compactMap { $0["id"] as? String }, [bobs], "bob's stays on the old token")
+            let bobsList = try await Self.list(client, uid: "bob")
+            XCTAssertEqual(bobsList.compactMap { $0["id"] as? String }, [bobs], "bob's stays on the old token")
 
             // Idempotent: the same call again moves nothing and answers the same subscriptions.
             let again = try await Self.replace(client, old: "old-token", new: "new-token")
             XCTAssertEqual(again.subscriptions.compactMap { $0["id"] as? String }, newIDs)
             XCTAssertEqual(again.moved, [:])
-            XCTAssertEqual(Set(try await Self.list(client).compactMap { $0["id"] as? String }), Set(newIDs + [tablet]))
+            let afterRepeat = try await Self.list(client)
+            XCTAssertEqual(Set(afterRepeat.compactMap { $0["id"] as? String }), Set(newIDs + [tablet]))
         }
         let tokens = harness.subscriptions("toto").map { "\($0.subscriber.uid ?? "")/\($0.subscriber.token)" }.sorted()
         XCTAssertEqual(tokens, ["alice/new-token", "alice/new-token", "alice/tablet-token", "bob/old-token"])
@@ -141,7 +143,8 @@ final class ReplaceContextTests: XCTestCase {
             XCTAssertEqual(answer.subscriptions.map { $0["id"] as? String }, [kept])
             XCTAssertEqual(answer.subscriptions.map { $0["mode"] as? String }, ["value"], "the new token's own subscription wins")
             XCTAssertEqual(answer.moved, [old: kept])
-            XCTAssertEqual(try await Self.list(client).compactMap { $0["id"] as? String }, [kept])
+            let listed = try await Self.list(client)
+            XCTAssertEqual(listed.compactMap { $0["id"] as? String }, [kept])
         }
     }
 
@@ -176,7 +179,8 @@ final class ReplaceContextTests: XCTestCase {
             let b = try await Self.create(client, path: "/public/b", context: "old-token")
             let refused = try await Self.replace(client, old: "old-token", new: "new-token", status: .tooManyRequests)
             XCTAssertEqual(refused.status, "quota_exceeded")
-            XCTAssertEqual(Set(try await Self.list(client).compactMap { $0["id"] as? String }), [a, b], "nothing moved")
+            let listed = try await Self.list(client)
+            XCTAssertEqual(Set(listed.compactMap { $0["id"] as? String }), [a, b], "nothing moved")
         }
         XCTAssertEqual(harness.subscriptions("toto").filter { $0.subscriber.token == "new-token" }.count, 1)
     }
