@@ -29,7 +29,8 @@ extension SubscriptionService {
             (contents) throws(APIError) -> (records: [StateRecord], value: V2ReplaceContextOutcome) in
             let app = contents.app(name)
             let mine = app.index.subscriptions(ofUser: uid)
-            let moving = mine.filter { $0.subscriber == old }
+            // The same token twice: nothing moves (the answer lists the token's subscriptions).
+            let moving = old == new ? [] : mine.filter { $0.subscriber == old }
             var onNew = mine.filter { $0.subscriber == new }
             var creates: [Subscription] = []
             var moved: [(from: Subscription, to: Subscription)] = []

@@ -16,7 +16,8 @@ public struct V2ReplaceContextRequest: Sendable, Equatable {
         self.newContext = newContext
     }
 
-    /// Reads and checks a request body: 400 for a missing or bad field, or the same token twice.
+    /// Reads and checks a request body: 400 for a missing or bad field. The same token twice is valid (nothing
+    /// moves).
     public init(_ body: [ExactString: JSONValue]) throws(APIError) {
         func string(_ key: String, _ what: String) throws(APIError) -> String {
             guard let value = body[ExactString(key)], value != .null else { throw .badRequest("'\(key)' (\(what)) is required") }
@@ -33,7 +34,6 @@ public struct V2ReplaceContextRequest: Sendable, Equatable {
             guard !token.isEmpty else { throw .badRequest("'\(key)' must not be empty") }
             try validateDeviceID(token)
         }
-        guard !old.bytesEqual(new) else { throw .badRequest("'newContext' is the same token as 'oldContext': nothing to replace") }
         self.init(kind: kind, oldContext: old, newContext: new)
     }
 }

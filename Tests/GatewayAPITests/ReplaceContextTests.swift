@@ -210,10 +210,14 @@ final class ReplaceContextTests: XCTestCase {
                 V2.body(["kind": .string("mobile"), "oldContext": .string(""), "newContext": .string("new-token")]),
                 V2.body(["kind": .string("mobile"), "oldContext": .string("old-token"), "newContext": .number("1")]),
                 V2.body(["kind": .string("mobile"), "oldContext": .string("old-token"), "newContext": .string("new token")]),
-                Self.replacement(old: "old-token", new: "old-token"), ByteBuffer(string: "not json"),
+                ByteBuffer(string: "not json"),
             ] {
                 try await expect(V2.headers(), bad, .badRequest, "bad_request")
             }
+            // The same token twice: nothing to move, nothing removed.
+            let same = try await Self.replace(client, old: "old-token", new: "old-token")
+            XCTAssertEqual(same.subscriptions.map { $0["context"] as? String }, ["old-token"])
+            XCTAssertEqual(same.moved, [:])
             // Another method on the endpoint: it is not a subscription id.
             try await client.execute(uri: uri, method: .get, headers: V2.headers()) { response in
                 XCTAssertEqual(response.status, .notFound)
