@@ -16,10 +16,8 @@ import Synchronization
 /// (a produce's acknowledgement comes later, on the producer's thread, as a new input). Everything else (answers
 /// to callers, timers, gap reads, logs, releases of tickets) runs after the lock is released.
 final class PartitionState: Sendable {
-    /// The machine's token for a waiter: called with (stored or answered, maybe stored).
-    typealias Callback = @Sendable (_ ok: Bool, _ maybeStored: Bool) -> Void
-    typealias Machine = PartitionMachine<Callback>
-    typealias Action = Machine.Action
+    typealias Machine = PartitionMachine
+    typealias Action = PartitionAction
 
     let partition: Int32
     private let topic: String
@@ -218,7 +216,7 @@ final class PartitionState: Sendable {
     func confirmOwnership(after instant: UInt64, timeout: Double = 5) async -> Bool {
         await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
             let resumed = Atomic<Bool>(false)
-            let callback: Callback = { answer, _ in
+            let callback = Reply { answer, _ in
                 if !resumed.exchange(true, ordering: .acquiringAndReleasing) { continuation.resume(returning: answer) }
             }
             input { $0.confirmOwnership(after: instant, timeout: timeout, callback: callback, uptime: Uptime.now) }
@@ -284,7 +282,7 @@ final class PartitionState: Sendable {
                     let settlement = Settlement(count: records.count)
                     let actions = machine.decided(
                         records,
-                        callback: { stored, maybeStored in
+                        callback: Reply { stored, maybeStored in
                             if maybeStored { settlement.markMaybeStored() }
                             settlement.settle(stored)
                         }, uptime: Uptime.now)
@@ -341,14 +339,14 @@ final class PartitionState: Sendable {
 
     private func waitForWrites(concerning concerns: @Sendable (RetryKey) -> Bool) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let waiting = machine.withLock { $0.waitForWrites(concerning: concerns, callback: { _, _ in continuation.resume() }) }
+            let waiting = machine.withLock { $0.waitForWrites(concerning: concerns, callback: Reply { _, _ in continuation.resume() }) }
             if !waiting { continuation.resume() }
         }
     }
 
     private func waitForWrites(of identity: RetryKey) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let waiting = machine.withLock { $0.waitForWrites(of: identity, callback: { _, _ in continuation.resume() }) }
+            let waiting = machine.withLock { $0.waitForWrites(of: identity, callback: Reply { _, _ in continuation.resume() }) }
             if !waiting { continuation.resume() }
         }
     }
@@ -359,10 +357,10 @@ final class PartitionState: Sendable {
     /// acknowledgement. `onSettled` reports whether they were all stored.
     func checkpoint(_ records: [StateRecord], onSettled: (@Sendable (Bool) -> Void)? = nil) {
         guard !records.isEmpty else { return }
-        var callback: Callback?
+        var callback: Reply?
         if let onSettled {
             let settlement = Settlement(count: records.count, completion: onSettled)
-            callback = { stored, _ in settlement.settle(stored) }
+            callback = Reply { stored, _ in settlement.settle(stored) }
         }
         input { $0.checkpoint(records, callback: callback, uptime: Uptime.now) }
     }
@@ -371,7 +369,7 @@ final class PartitionState: Sendable {
     /// up), at most `timeout`. True when none is left.
     func waitForWrites(timeout: Duration) -> Bool {
         let done = DispatchSemaphore(value: 0)
-        input { $0.whenDrained({ _, _ in done.signal() }) }
+        input { $0.whenDrained(Reply { _, _ in done.signal() }) }
         return done.wait(timeout: .now() + timeout.seconds) == .success
     }
 

@@ -36,7 +36,7 @@ public struct LogRecord: Sendable, Equatable {
 }
 
 /// The owner's knowledge of its own writes in one partition (part of a ``PartitionMachine``).
-struct OwnershipFence<Callback> {
+struct OwnershipFence {
     /// This replica's tag for its ownership (the one its load marker carries).
     var tag: [UInt8]
     /// Where the owner's next write must land: every offset before it is the owner's, or was checked.
@@ -49,7 +49,7 @@ struct OwnershipFence<Callback> {
     var confirmedAt: UInt64
     var confirmedProducedAt: UInt64
     /// Callers waiting for a confirmation of a write produced after `after`.
-    var waiters: [UInt64: (after: UInt64, callback: Callback)] = [:]
+    var waiters: [UInt64: (after: UInt64, callback: Reply)] = [:]
     var nextWaiter: UInt64 = 0
     /// An ownership check will be written shortly (for waiters no write in flight confirms).
     var checkScheduled = false

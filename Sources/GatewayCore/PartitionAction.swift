@@ -1,12 +1,11 @@
 import PushCore
 
-/// What a ``PartitionMachine`` asks its driver to do after an input. `Callback` is the driver's own token for
-/// whoever waits (an API call, a checkpoint's owner): the machine only hands it back.
+/// What a ``PartitionMachine`` asks its driver to do after an input.
 ///
 /// Order matters for the first three: the log must hold the records in decision order, each subscription's
 /// line must get its notifications in decision order, and an event's ticket must be retained before anything
 /// can release it. A driver performs them in the order given, before the next input is taken.
-public enum PartitionAction<Callback: Sendable>: Sendable {
+public enum PartitionAction: Sendable, Equatable {
     /// Produce a record to the partition, tagged with the owner's tag when there is one. Its acknowledgement comes
     /// back as ``PartitionMachine/writeAcknowledged(_:_:uptime:)``.
     case produce(sequence: UInt64, key: [UInt8], value: [UInt8], tag: [UInt8]?)
@@ -18,9 +17,9 @@ public enum PartitionAction<Callback: Sendable>: Sendable {
     case releaseTicket(UInt64)
     /// A write settled: applied (`stored`), or failed (`maybeStored`: it timed out after it was sent, so the broker
     /// may have it all the same).
-    case settle(Callback, stored: Bool, maybeStored: Bool)
+    case settle(Reply, stored: Bool, maybeStored: Bool)
     /// A waiter's answer (a confirmation of ownership, the end of a subscription's writes or of all writes).
-    case resume(Callback, Bool)
+    case resume(Reply, Bool)
     /// Call ``PartitionMachine/timerFired(_:uptime:)`` with `timer` after `seconds`.
     case schedule(PartitionTimer, after: Double)
     /// Read the partition's records `from..<to` back (after `after` seconds) and report them with
@@ -36,6 +35,26 @@ public enum PartitionAction<Callback: Sendable>: Sendable {
     case writeFailed(WriteFailure)
     /// A shadow checkpoint was not written again: the partition moved.
     case checkpointDropped(app: String)
+}
+
+/// Whoever waits for an answer of a ``PartitionMachine`` (an API call, a checkpoint's owner, a waiter): the machine
+/// only hands it back (``PartitionAction/settle(_:stored:maybeStored:)``, ``PartitionAction/resume(_:_:)``), and the
+/// driver calls it. Equal by `id` (the tests name their replies; the gateway's are all 0).
+public struct Reply: Sendable, Equatable, CustomStringConvertible {
+    public let id: UInt64
+    private let body: @Sendable (_ ok: Bool, _ maybeStored: Bool) -> Void
+
+    public init(id: UInt64 = 0, _ body: @escaping @Sendable (_ ok: Bool, _ maybeStored: Bool) -> Void) {
+        self.id = id
+        self.body = body
+    }
+
+    /// Answers: stored or confirmed (`ok`), and for a failed write whether it may be stored all the same.
+    public func callAsFunction(_ ok: Bool, _ maybeStored: Bool) { body(ok, maybeStored) }
+
+    public static func == (left: Reply, right: Reply) -> Bool { left.id == right.id }
+
+    public var description: String { "Reply(\(id))" }
 }
 
 /// Something a ``PartitionMachine`` wants to be told about later.
@@ -91,5 +110,3 @@ public struct EventOutcome: Sendable, Equatable {
         self.afterOffset = afterOffset
     }
 }
-
-extension PartitionAction: Equatable where Callback: Equatable {}

@@ -24,8 +24,8 @@ import PushCore
 /// - One retry mechanism: a write that failed is written again after a backoff by a timer the machine sets
 ///   (``PartitionTimer``): a subscription's record as memory has it then (a repair, never while a later write
 ///   of it is in flight), an event's shadow checkpoint with the node's data then.
-public struct PartitionMachine<Callback: Sendable> {
-    public typealias Action = PartitionAction<Callback>
+public struct PartitionMachine {
+    public typealias Action = PartitionAction
 
     public var contents: PartitionContents
 
@@ -37,9 +37,9 @@ public struct PartitionMachine<Callback: Sendable> {
     /// Subscription writes produced and not applied yet, per identity: a new decision about the same
     /// subscription waits for them (so that two creates of one subscription give 201 and 409, never 201 twice).
     private var pendingWrites: [RetryKey: Int] = [:]
-    private var identityWaiters: [RetryKey: [Callback]] = [:]
+    private var identityWaiters: [RetryKey: [Reply]] = [:]
     /// Answered when no write is in flight any more.
-    private var drainWaiters: [Callback] = []
+    private var drainWaiters: [Reply] = []
     /// Subscriptions whose record is to be written again (a write failed), and the tickets waiting for it.
     private var repairs: Set<RetryKey> = []
     private var repairWaiters: [RetryKey: [UInt64]] = [:]
@@ -47,7 +47,7 @@ public struct PartitionMachine<Callback: Sendable> {
     // MARK: Ownership
 
     /// This replica's ownership, once promoted: its tag, and what its writes confirm.
-    private var fence: OwnershipFence<Callback>?
+    private var fence: OwnershipFence?
     /// The tag and offset of the load marker this replica wrote, until it is promoted.
     private var marker: (tag: [UInt8], offset: Int64, writtenAt: UInt64)?
     /// Every tag this replica wrote a load marker with for this partition (its own markers never supersede it).
@@ -78,9 +78,9 @@ public struct PartitionMachine<Callback: Sendable> {
         case plain
         case ownershipCheck
         /// An API decision: its caller is answered.
-        case decision(Callback)
+        case decision(Reply)
         /// A checkpoint of what memory holds (a pending-retry line): its owner is told when given.
-        case checkpoint(Callback?)
+        case checkpoint(Reply?)
         /// An event's shadow checkpoint: releases the ticket, or is written again after `retryIn` seconds.
         case shadow(ticket: UInt64, retryIn: Double)
         /// A revocation marker an event caused: releases the ticket once stored (repaired first if it failed).
@@ -195,7 +195,7 @@ public struct PartitionMachine<Callback: Sendable> {
 
     /// `callback` is resumed once no write about one of the subscriptions `concerns` picks is in flight any more
     /// (one of them at a time: the caller asks again); false when none is now.
-    public mutating func waitForWrites(concerning concerns: (RetryKey) -> Bool, callback: Callback) -> Bool {
+    public mutating func waitForWrites(concerning concerns: (RetryKey) -> Bool, callback: Reply) -> Bool {
         guard let key = pendingWrites.keys.first(where: concerns) else { return false }
         identityWaiters[key, default: []].append(callback)
         return true
@@ -203,7 +203,7 @@ public struct PartitionMachine<Callback: Sendable> {
 
     /// Produces the records of an API decision (made on ``contents`` just before, within the same input):
     /// `callback` is settled once per record, when it is applied or has failed.
-    public mutating func decided(_ records: [StateRecord], callback: Callback, uptime: UInt64) -> [Action] {
+    public mutating func decided(_ records: [StateRecord], callback: Reply, uptime: UInt64) -> [Action] {
         var actions: [Action] = []
         for record in records {
             var write = Write(record: record, producedAt: uptime, purpose: .decision(callback), counted: true)
@@ -222,14 +222,14 @@ public struct PartitionMachine<Callback: Sendable> {
     }
 
     /// `callback` is resumed once no write about `identity` is in flight; false when none is now (nothing to wait).
-    public mutating func waitForWrites(of identity: RetryKey, callback: Callback) -> Bool {
+    public mutating func waitForWrites(of identity: RetryKey, callback: Reply) -> Bool {
         guard writesPending(of: identity) else { return false }
         identityWaiters[identity, default: []].append(callback)
         return true
     }
 
     /// `callback` is resumed once no write at all is in flight (at once when none is).
-    public mutating func whenDrained(_ callback: Callback) -> [Action] {
+    public mutating func whenDrained(_ callback: Reply) -> [Action] {
         if inFlight.isEmpty { return [.resume(callback, true)] }
         drainWaiters.append(callback)
         return []
@@ -237,7 +237,7 @@ public struct PartitionMachine<Callback: Sendable> {
 
     /// Writes records that only checkpoint what memory already holds (pending-retry lines): nothing is applied on
     /// acknowledgement. `callback`, when given, is settled once per record.
-    public mutating func checkpoint(_ records: [StateRecord], callback: Callback?, uptime: UInt64) -> [Action] {
+    public mutating func checkpoint(_ records: [StateRecord], callback: Reply?, uptime: UInt64) -> [Action] {
         var actions: [Action] = []
         for record in records { submit(Write(record: record, producedAt: uptime, purpose: .checkpoint(callback)), actions: &actions) }
         return actions
@@ -418,7 +418,7 @@ public struct PartitionMachine<Callback: Sendable> {
     /// (no other owner had taken the partition then, so what this replica decided before `instant` stands);
     /// false when it is not the owner, was superseded, or no confirmation came within `timeout` seconds. Writes an
     /// ownership check when no write in flight would confirm it.
-    public mutating func confirmOwnership(after instant: UInt64, timeout: Double, callback: Callback, uptime: UInt64) -> [Action] {
+    public mutating func confirmOwnership(after instant: UInt64, timeout: Double, callback: Reply, uptime: UInt64) -> [Action] {
         guard contents.role == .owner else { return [.resume(callback, false)] }
         guard var fence else { return [.resume(callback, true)] }
         guard !fence.fenced else { return [.resume(callback, false)] }

@@ -52,7 +52,7 @@ final class PartitionMachineTests: XCTestCase {
     }
 
     func testANotOwnerDecidesNothing() {
-        var machine = PartitionMachine<String>(role: .standby)
+        var machine = PartitionMachine(role: .standby)
         XCTAssertEqual(machine.admission(identity: nil), .notOwner)
         machine.setRole(.releasing)
         XCTAssertEqual(machine.admission(identity: nil), .notOwner)
@@ -306,7 +306,7 @@ final class PartitionMachineTests: XCTestCase {
     // MARK: Takeover
 
     func testATakeoverLoadsWhatTheLogHoldsAndHandsOverWhatWasLeftToDeliver() throws {
-        var machine = PartitionMachine<String>(role: .loading)
+        var machine = PartitionMachine(role: .loading)
         let previous: [UInt8] = [9, 9]
         let live = try Rig.subscription(path: "/x", device: "d1", mode: .value)
         let revoked = try Rig.subscription(path: "/y", device: "d2")
@@ -340,7 +340,7 @@ final class PartitionMachineTests: XCTestCase {
     }
 
     func testAPartitionGivenUpDuringItsLoadIsNotPromoted() {
-        var machine = PartitionMachine<String>(role: .loading)
+        var machine = PartitionMachine(role: .loading)
         machine.setRole(.released)
         XCTAssertNil(machine.promote(uptime: 1, now: 1_000))
     }

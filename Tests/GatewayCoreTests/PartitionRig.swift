@@ -10,13 +10,13 @@ struct PartitionRig {
     static let app = "toto"
     static let tag: [UInt8] = [1, 2, 3, 4]
 
-    var machine = PartitionMachine<String>(role: .loading)
+    var machine = PartitionMachine(role: .loading)
     /// The log as the broker holds it (the load marker at offset 0 once the rig owns the partition).
     var log: [LogRecord] = []
     /// Produced, not acknowledged yet, in produce order.
     var unacknowledged: [(sequence: UInt64, record: LogRecord)] = []
     /// Everything else the machine asked for, in order.
-    var actions: [PartitionAction<String>] = []
+    var actions: [PartitionAction] = []
     var clock: UInt64 = 1_000
 
     /// A rig that owns the partition: it wrote its load marker at offset 0 and was promoted.
@@ -32,7 +32,7 @@ struct PartitionRig {
         return rig
     }
 
-    mutating func take(_ new: [PartitionAction<String>]) {
+    mutating func take(_ new: [PartitionAction]) {
         for action in new {
             if case .produce(let sequence, let key, let value, let tag) = action {
                 unacknowledged.append((sequence, LogRecord(key: key, value: value, tag: tag)))
@@ -43,7 +43,7 @@ struct PartitionRig {
     }
 
     /// Empties the recorded actions and returns them.
-    mutating func drain() -> [PartitionAction<String>] {
+    mutating func drain() -> [PartitionAction] {
         defer { actions = [] }
         return actions
     }
@@ -74,7 +74,7 @@ struct PartitionRig {
 
     /// An API decision: `decide` runs on the contents and returns its records, produced with callback `label`.
     @discardableResult
-    mutating func decide(_ label: String, identity: RetryKey?, _ decide: (inout PartitionContents) -> [StateRecord]) -> PartitionMachine<String>.Admission {
+    mutating func decide(_ label: Reply, identity: RetryKey?, _ decide: (inout PartitionContents) -> [StateRecord]) -> PartitionMachine.Admission {
         let admission = machine.admission(identity: identity)
         guard admission == .open else { return admission }
         let records = decide(&machine.contents)
@@ -83,7 +83,7 @@ struct PartitionRig {
         return admission
     }
 
-    mutating func subscribe(_ label: String, path: String, device: String, mode: SubscriptionMode = .noData, expiresAt: Int64 = .max) throws {
+    mutating func subscribe(_ label: Reply, path: String, device: String, mode: SubscriptionMode = .noData, expiresAt: Int64 = .max) throws {
         let subscription = try Self.subscription(path: path, device: device, mode: mode, expiresAt: expiresAt)
         decide(label, identity: Self.key(path: path, device: device)) { _ in
             [.subscription(SubscriptionRecord(app: Self.app, subscription: subscription))]
@@ -116,7 +116,7 @@ struct PartitionRig {
     }
 
     /// The notifications queued by `actions`, as (device, content) in queue order.
-    static func delivered(_ actions: [PartitionAction<String>]) -> [(device: String, content: NotificationContent)] {
+    static func delivered(_ actions: [PartitionAction]) -> [(device: String, content: NotificationContent)] {
         actions.flatMap { action -> [(device: String, content: NotificationContent)] in
             guard case .deliver(let notifications) = action else { return [] }
             return notifications.map { ($0.subscriber.token, $0.content) }
@@ -129,5 +129,14 @@ struct PartitionRig {
             guard let key = entry.record.key, !OwnerTag.isControl(key) else { return nil }
             return try? StateRecord.decode(key: key, value: entry.record.value.isEmpty ? nil : entry.record.value)
         }
+    }
+}
+
+/// The tests name their replies: `"create"` is the reply whose id is that name's hash, and it does nothing.
+extension Reply: ExpressibleByStringLiteral {
+    public init(stringLiteral name: String) {
+        // FNV-1a: the same name, the same id.
+        let id = name.utf8.reduce(UInt64(0xcbf2_9ce4_8422_2325)) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
+        self.init(id: id) { _, _ in }
     }
 }
