@@ -249,10 +249,29 @@ final class PartitionState: Sendable {
     func write<Value: Sendable>(
         identity: RetryKey?, _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
     ) async throws(APIError) -> Value {
+        try await write(
+            waitFirst: { if let identity { await waitForWrites(of: identity) } }, admission: { $0.admission(identity: identity) },
+            decide)
+    }
+
+    /// Like ``write(identity:_:)`` for a decision about several subscriptions (a token replacement): waits first
+    /// for the writes still in flight about every subscription `concerns` picks, including ones not applied yet
+    /// (a create in flight), so that the decision sees each of them as its last write left it.
+    func write<Value: Sendable>(
+        concerning concerns: @Sendable (RetryKey) -> Bool, _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
+    ) async throws(APIError) -> Value {
+        try await write(
+            waitFirst: { await waitForWrites(concerning: concerns) }, admission: { $0.admission(concerning: concerns) }, decide)
+    }
+
+    private func write<Value: Sendable>(
+        waitFirst: () async -> Void, admission: (Machine) -> Machine.Admission,
+        _ decide: (inout PartitionContents) throws(APIError) -> (records: [StateRecord], value: Value)
+    ) async throws(APIError) -> Value {
         while true {
-            if let identity { await waitForWrites(of: identity) }
+            await waitFirst()
             let attempt = input { machine -> (Result<(Value, Settlement?)?, APIError>, [Action]) in
-                switch machine.admission(identity: identity) {
+                switch admission(machine) {
                 case .notOwner: return (.failure(.notOwner("the application's partition is moving to another replica; retry")), [])
                 case .busy: return (.success(nil), [])
                 case .open: break
@@ -316,6 +335,13 @@ final class PartitionState: Sendable {
             throw .notOwner("the application's partition is moving to another replica; retry")
         }
         return value
+    }
+
+    private func waitForWrites(concerning concerns: @Sendable (RetryKey) -> Bool) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let waiting = machine.withLock { $0.waitForWrites(concerning: concerns, callback: Reply { _, _ in continuation.resume() }) }
+            if !waiting { continuation.resume() }
+        }
     }
 
     private func waitForWrites(of identity: RetryKey) async {

@@ -346,7 +346,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         }
     }
 
-    private func document(app: String, _ subscription: Subscription) -> V2SubscriptionDocument {
+    func document(app: String, _ subscription: Subscription) -> V2SubscriptionDocument {
         V2SubscriptionDocument(
             id: SubscriptionID.make(app: app, path: subscription.path, subscriber: subscription.subscriber),
             uid: subscription.subscriber.uid ?? "", kind: subscription.subscriber.kind, mode: subscription.settings.mode,

@@ -141,6 +141,8 @@ public protocol V2SubscriptionAPI: Sendable {
     func list(_ caller: Caller) async throws(APIError) -> [V2SubscriptionDocument]
     func get(_ caller: Caller, id: String) async throws(APIError) -> V2SubscriptionDocument
     func delete(_ caller: Caller, id: String) async throws(APIError)
+    /// Moves every subscription of the caller on one push token to another, in one decision (``V2ReplaceContextRequest``).
+    func replaceContext(_ caller: Caller, request: V2ReplaceContextRequest) async throws(APIError) -> V2ReplaceContextOutcome
 }
 
 /// The body of a v2 `PUT .../{uid}/{id}`: every field optional; absent ones keep the subscription's values.

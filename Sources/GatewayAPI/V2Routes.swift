@@ -2,7 +2,8 @@ import Foundation
 import Hummingbird
 import PushCore
 
-/// The v2 subscriptions API of seed 001 under `/datasync/v2/{app}/subscriptions/{uid}[/{id}]`.
+/// The v2 subscriptions API of seed 001 under `/datasync/v2/{app}/subscriptions/{uid}[/{id}]`, and the token
+/// replacement `POST …/{uid}/.replace-context`.
 enum V2Routes {
     /// Request bodies larger than this are refused (a subscription is a few hundred bytes).
     static let maximumBodyBytes = 16 * 1024
@@ -19,6 +20,15 @@ enum V2Routes {
                 let allowsUpdate = request.uri.queryParameters["allowsUpdate"].map { $0 == "true" } ?? false
                 let outcome = try await api.create(caller, request: try fullRequest(body), allowsUpdate: allowsUpdate)
                 return written(outcome, target)
+            }
+        }
+        // A token rotated: `.replace-context` cannot be a subscription id (ids are base64url, without '.').
+        router.post(RouterPath(collection + "/.replace-context")) { request, context in
+            await respond { () async throws(APIError) -> Response in
+                let target = try V2Target(try context.apiPath(of: request), withID: true)
+                let caller = try await api.authorize(app: target.app, uid: target.uid, bearer: bearer(request))
+                let outcome = try await api.replaceContext(caller, request: try V2ReplaceContextRequest(try await parseBody(request)))
+                return json(.ok, outcome.json)
             }
         }
         router.get(RouterPath(collection)) { request, context in

@@ -185,6 +185,22 @@ public struct PartitionMachine {
         return .open
     }
 
+    /// Whether a decision about every subscription `concerns` picks may be made now (a token replacement: all the
+    /// subscriptions of one user on the old token and on the new one, whatever their path): not while a write about
+    /// any of them is in flight (``waitForWrites(concerning:callback:)``). O(writes in flight).
+    public func admission(concerning concerns: (RetryKey) -> Bool) -> Admission {
+        guard contents.role == .owner, fence?.fenced != true else { return .notOwner }
+        return pendingWrites.keys.contains(where: concerns) ? .busy : .open
+    }
+
+    /// `callback` is resumed once no write about one of the subscriptions `concerns` picks is in flight any more
+    /// (one of them at a time: the caller asks again); false when none is now.
+    public mutating func waitForWrites(concerning concerns: (RetryKey) -> Bool, callback: Reply) -> Bool {
+        guard let key = pendingWrites.keys.first(where: concerns) else { return false }
+        identityWaiters[key, default: []].append(callback)
+        return true
+    }
+
     /// Produces the records of an API decision (made on ``contents`` just before, within the same input):
     /// `callback` is settled once per record, when it is applied or has failed.
     public mutating func decided(_ records: [StateRecord], callback: Reply, uptime: UInt64) -> [Action] {

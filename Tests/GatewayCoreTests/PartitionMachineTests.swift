@@ -115,6 +115,73 @@ final class PartitionMachineTests: XCTestCase {
         XCTAssertEqual(rig.machine.scheduleRepair(key, delay: 0.5), [], "merged into the pending one")
     }
 
+    // MARK: Decisions about several subscriptions (a token replacement)
+
+    func testADecisionAboutSeveralSubscriptionsWaitsForTheWritesOfEachOfThem() throws {
+        var rig = Rig.owner()
+        try rig.subscribe("old", path: "/a", device: "old")
+        rig.storeAll()
+        // A create on the new token is in flight: not in the index yet, but the decision must see it.
+        try rig.subscribe("create", path: "/b", device: "new")
+        _ = rig.drain()
+        let concerns: (RetryKey) -> Bool = { $0.subscriber.token == "old" || $0.subscriber.token == "new" }
+        XCTAssertEqual(rig.machine.admission(concerning: concerns), .busy)
+        XCTAssertEqual(rig.machine.admission(concerning: { $0.subscriber.token == "other" }), .open, "other devices do not wait")
+        XCTAssertTrue(rig.machine.waitForWrites(concerning: concerns, callback: "replace"))
+        rig.store()
+        XCTAssertEqual(rig.drain(), [.resume("replace", true), .settle("create", stored: true, maybeStored: false)])
+        XCTAssertEqual(rig.machine.admission(concerning: concerns), .open)
+        XCTAssertFalse(rig.machine.waitForWrites(concerning: concerns, callback: "again"), "nothing in flight: nothing to wait for")
+
+        // The decision: the create on the new token first, then the old one's tombstone; one answer per record.
+        let moved = try Rig.subscription(path: "/a", device: "new")
+        rig.clock += 1
+        rig.take(
+            rig.machine.decided(
+                [
+                    .subscription(SubscriptionRecord(app: Rig.app, subscription: moved)),
+                    .subscription(.deletion(app: Rig.app, path: moved.path, subscriber: SubscriberKey(token: "old"))),
+                ], callback: "replace", uptime: rig.clock))
+        XCTAssertEqual(rig.machine.admission(concerning: concerns), .busy, "a second replacement waits for this one")
+        rig.store()
+        XCTAssertTrue(
+            rig.isSubscribed(path: "/a", device: "new") && rig.isSubscribed(path: "/a", device: "old"),
+            "between the two, an event reaches both tokens, never neither")
+        rig.store()
+        XCTAssertTrue(rig.isSubscribed(path: "/a", device: "new") && !rig.isSubscribed(path: "/a", device: "old"))
+        XCTAssertEqual(
+            rig.drain(), [.settle("replace", stored: true, maybeStored: false), .settle("replace", stored: true, maybeStored: false)])
+    }
+
+    func testAReplacementWhoseTombstoneFailsIsRepairedFromMemory() throws {
+        var rig = Rig.owner()
+        try rig.subscribe("old", path: "/a", device: "old")
+        rig.storeAll()
+        _ = rig.drain()
+        let moved = try Rig.subscription(path: "/a", device: "new")
+        let oldKey = Rig.key(path: "/a", device: "old")
+        rig.take(
+            rig.machine.decided(
+                [
+                    .subscription(SubscriptionRecord(app: Rig.app, subscription: moved)),
+                    .subscription(.deletion(app: Rig.app, path: oldKey.path, subscriber: oldKey.subscriber)),
+                ], callback: "replace", uptime: rig.clock))
+        rig.store()
+        rig.fail()
+        XCTAssertEqual(
+            rig.drain(),
+            [
+                .settle("replace", stored: true, maybeStored: false),
+                .writeFailed(WriteFailure(code: "x", message: "refused", maybeStored: false)),
+                .schedule(.repair(oldKey, delay: 0.5), after: 0.5), .settle("replace", stored: false, maybeStored: false),
+            ], "the call fails (503): one of its records was not stored")
+        XCTAssertTrue(rig.isSubscribed(path: "/a", device: "new") && rig.isSubscribed(path: "/a", device: "old"))
+        // The log is repaired to what memory holds: the old subscription still live (a repeated call removes it).
+        rig.fire(.repair(oldKey, delay: 0.5))
+        let old = try Rig.subscription(path: "/a", device: "old")
+        XCTAssertEqual(rig.pendingRecords, [.subscription(SubscriptionRecord(app: Rig.app, subscription: old))])
+    }
+
     // MARK: Events, order, the revocation point
 
     func testAnEventsNotificationsAreQueuedInOrderAndHoldItsTicketUntilSettled() throws {

@@ -127,7 +127,8 @@ def test_error_schema_and_operations_endpoints():
     assert error["properties"]["status"]["type"] == "string" and error["properties"]["message"]["type"] == "string"
     paths = doc["paths"]
     assert set(paths) == {"/base/{app}/.wakeup", "/base/{app}/.wakeup/{path}", "/datasync/v2/{app}/subscriptions/{uid}",
-                          "/datasync/v2/{app}/subscriptions/{uid}/{id}", "/healthz", "/readyz", "/metrics",
+                          "/datasync/v2/{app}/subscriptions/{uid}/{id}",
+                          "/datasync/v2/{app}/subscriptions/{uid}/.replace-context", "/healthz", "/readyz", "/metrics",
                           "/openapi.json", "/admin/apps", "/admin/apps/{app}"}
     assert paths["/healthz"]["get"]["responses"]["200"]["content"]["application/json"]["example"] == {"status": "ok"}
     readyz = paths["/readyz"]["get"]["responses"]
