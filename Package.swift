@@ -164,7 +164,7 @@ let package = Package(
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "PushCore", "CompactJSON"]),
         .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
-        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "CompactJSON"]),
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),
