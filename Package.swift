@@ -101,6 +101,8 @@ let package = Package(
             name: "GatewayAPI",
             dependencies: [
                 "PushCore",
+                // The device keys of v2 subscriptions are checked where the request is read.
+                "PushFormats",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 // The request context's peer address, the server's request deadline handler.

@@ -64,10 +64,12 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
     /// Nil: the app's default lifetime. 0: delete the subscription.
     public var expirationTimestampSeconds: Int64?
     public var format: NotificationFormat
+    /// The device's own public key (checked): its notifications are encrypted for it alone. v2 format only.
+    public var encryption: DeviceEncryption?
 
     public init(
         kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String, expirationTimestampSeconds: Int64?,
-        format: NotificationFormat
+        format: NotificationFormat, encryption: DeviceEncryption? = nil
     ) {
         self.kind = kind
         self.mode = mode
@@ -75,6 +77,7 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
         self.context = context
         self.expirationTimestampSeconds = expirationTimestampSeconds
         self.format = format
+        self.encryption = encryption
     }
 }
 
@@ -88,11 +91,14 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     public var context: String
     public var expirationTimestampSeconds: Int64
     public var format: NotificationFormat
+    /// The device's public key, when the subscription has one.
+    public var encryption: DeviceEncryption?
 
     public init(
         id: String, uid: String, kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String,
-        expirationTimestampSeconds: Int64, format: NotificationFormat
+        expirationTimestampSeconds: Int64, format: NotificationFormat, encryption: DeviceEncryption? = nil
     ) {
+        self.encryption = encryption
         self.id = id
         self.uid = uid
         self.kind = kind
@@ -104,11 +110,13 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     }
 
     public var json: JSONValue {
-        .object([
+        var members: [ExactString: JSONValue] = [
             "id": .string(id), "uid": .string(uid), "kind": .string(kind.rawValue), "mode": .string(mode.rawValue),
             "path": .string(path.description), "context": .string(context),
             "expirationTimestampSeconds": .number(String(expirationTimestampSeconds)), "format": .string(format.rawValue),
-        ])
+        ]
+        if let encryption { members["encryption"] = encryption.json }
+        return .object(members)
     }
 }
 
@@ -135,6 +143,14 @@ public protocol V2SubscriptionAPI: Sendable {
     func delete(_ caller: Caller, id: String) async throws(APIError)
 }
 
+/// What a v2 `PUT` does to the device key: absent keeps it.
+public enum EncryptionUpdate: Sendable, Equatable {
+    /// `"encryption": {…}`: this key from now on.
+    case set(DeviceEncryption)
+    /// `"encryption": null`: no device key any more (the app's key, or none, applies again).
+    case remove
+}
+
 /// The body of a v2 `PUT .../{uid}/{id}`: every field optional; absent ones keep the subscription's values.
 public struct V2PartialRequest: Sendable, Equatable {
     public var kind: SubscriberKind?
@@ -143,11 +159,14 @@ public struct V2PartialRequest: Sendable, Equatable {
     public var context: String?
     public var expirationTimestampSeconds: Int64?
     public var format: NotificationFormat?
+    /// Nil: keep the device key (or its absence).
+    public var encryption: EncryptionUpdate?
 
     public init(
         kind: SubscriberKind? = nil, mode: SubscriptionMode? = nil, path: DataPath? = nil, context: String? = nil,
-        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil
+        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil, encryption: EncryptionUpdate? = nil
     ) {
+        self.encryption = encryption
         self.kind = kind
         self.mode = mode
         self.path = path

@@ -79,12 +79,19 @@ public struct SubscriptionSettings: Sendable, Equatable {
     /// The uid of the auth token the subscription was made with (nil without a token), so that the app's
     /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid.
     public var authUID: String?
+    /// v2 only: the device's own public key; its notifications are encrypted for it alone. Nil: the app's key
+    /// (or none) decides, as for every other subscription.
+    public var encryption: DeviceEncryption?
 
-    public init(mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil) {
+    public init(
+        mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil,
+        encryption: DeviceEncryption? = nil
+    ) {
         self.expiresAt = expiresAt
         self.mode = mode
         self.format = format
         self.authUID = authUID
+        self.encryption = encryption
     }
 
     /// The uid a quota counts this subscription against: the auth token's uid (v2: the subscriber's uid).
@@ -93,6 +100,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
     public static func == (left: SubscriptionSettings, right: SubscriptionSettings) -> Bool {
         left.expiresAt == right.expiresAt && left.mode == right.mode && left.format == right.format
             && (left.authUID ?? "").bytesEqual(right.authUID ?? "") && (left.authUID == nil) == (right.authUID == nil)
+            && left.encryption == right.encryption
     }
 }
 

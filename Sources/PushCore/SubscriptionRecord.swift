@@ -5,6 +5,9 @@
 ///     key:   ["toto","/some/path","mobile","<token>",""]        (app, path, kind, token, uid)
 ///     value: {"expiresAt":1767225600,"format":"v1","mode":"value"}     (+ "authUID" when made with a token)
 ///
+/// A v2 subscription with a device key adds `"encryption":{"alg":"ECDH-ES+A256KW","jwk":{…}}` (the public JWK,
+/// ``DeviceEncryption/json``), so that a replica taking the partition over keeps encrypting for the device.
+///
 /// A revoked subscription whose revoke message is still on its way is kept as a marker, `"revoked":"<reason>"`
 /// in the value: it is matched by nothing, and a replica that takes the partition over sends the revoke (after
 /// the subscription's pending retries); the tombstone follows once the revoke is delivered.
@@ -55,6 +58,7 @@ public struct SubscriptionRecord: Sendable, Equatable {
             "mode": .string(settings.mode.rawValue),
         ]
         if let uid = settings.authUID { document["authUID"] = .string(uid) }
+        if let encryption = settings.encryption { document["encryption"] = encryption.json }
         if let revoked { document["revoked"] = .string(revoked.rawValue) }
         return JSONWriter.bytes(.object(document))
     }
@@ -82,7 +86,14 @@ public struct SubscriptionRecord: Sendable, Equatable {
             let format = document["format"]?.stringValue.flatMap(NotificationFormat.init(rawValue:))
         else { throw DecodingError(description: "bad state record value") }
         let authUID = document["authUID"]?.stringValue
-        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: expiresAt, authUID: authUID)
+        var encryption: DeviceEncryption? = nil
+        if let member = document["encryption"] {
+            guard let decoded = DeviceEncryption.decode(member) else {
+                throw DecodingError(description: "bad state record value: unreadable device key (encryption)")
+            }
+            encryption = decoded
+        }
+        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: expiresAt, authUID: authUID, encryption: encryption)
         var record = SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
         if let reason = document["revoked"] {
             guard let parsed = reason.stringValue.flatMap(RevocationReason.init(rawValue:)) else {
