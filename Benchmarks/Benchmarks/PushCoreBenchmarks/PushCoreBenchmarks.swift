@@ -83,5 +83,6 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     v2PayloadBenchmarks()
+    deviceEncryptionBenchmarks()
     retryBenchmarks()
 }

@@ -76,7 +76,7 @@ func retryBenchmarks() {
     let value = (try? JSONParser.parse(hundredByteValueJSON)) ?? .null
 
     // 10,000 subscriptions each with one pending notification backing off until far in the future.
-    let queue = RetryQueue()
+    let queue = DeliveryQueue()
     for subscription in 0..<10_000 {
         queue.enqueue(
             PendingNotification(
