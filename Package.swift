@@ -101,6 +101,8 @@ let package = Package(
             name: "GatewayAPI",
             dependencies: [
                 "PushCore",
+                // The device keys of v2 subscriptions are checked where the request is read.
+                "PushFormats",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 // The request context's peer address, the server's request deadline handler.
@@ -164,7 +166,7 @@ let package = Package(
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "PushCore", "CompactJSON"]),
         .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
-        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "CompactJSON"]),
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),

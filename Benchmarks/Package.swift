@@ -23,6 +23,7 @@ let package = Package(
                 .product(name: "PushCore", package: "main"),
                 .product(name: "PushFormats", package: "main"),
                 .product(name: "JOSE", package: "main"),
+                .product(name: "SSLCrypto", package: "main"),
             ],
             path: "Benchmarks/PushCoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

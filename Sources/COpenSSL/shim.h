@@ -10,4 +10,6 @@
 #include <openssl/bio.h>
 #include <openssl/hmac.h>
 #include <openssl/decoder.h>
+#include <openssl/kdf.h>
+#include <openssl/param_build.h>
 #endif

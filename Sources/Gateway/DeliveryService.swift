@@ -201,7 +201,8 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         guard
             let payload = entry.payload
                 ?? payloads.payload(
-                    profile: profile, path: entry.path, subscriber: entry.subscriber, format: entry.format, content: entry.content)
+                    profile: profile, path: entry.path, subscriber: entry.subscriber, format: entry.format,
+                    encryption: entry.encryption, content: entry.content)
         else {
             return completed(key)  // cannot be built (over 4093 bytes even without data): counted, dropped
         }

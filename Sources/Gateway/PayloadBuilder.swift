@@ -5,14 +5,15 @@ import PushFormats
 
 /// Builds a notification's data payload in the subscriber's format: v1 (seed 000, byte-exact; the same bytes
 /// for every v1 subscriber of a node), or v2 (seed 001: per subscription, since it names the subscription id,
-/// and encrypted with the app's active key when it has one). Nil when even the smallest form is over 4093
-/// bytes, or encryption failed; both are counted and logged.
+/// and encrypted for the device's own key when the subscription gave one, else with the app's active key when it
+/// has one). Nil when even the smallest form is over 4093 bytes, or encryption failed; both are counted and logged.
 struct PayloadBuilder: Sendable {
     let metrics: GatewayMetrics
     let logger: Logger
 
     func payload(
-        profile: AppProfile, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat, content: NotificationContent
+        profile: AppProfile, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat,
+        encryption: DeviceEncryption? = nil, content: NotificationContent
     ) -> [UInt8]? {
         let app = profile.name
         switch format {
@@ -25,9 +26,11 @@ struct PayloadBuilder: Sendable {
         case .v2:
             let id = SubscriptionID.make(app: app, path: path, subscriber: subscriber)
             do {
+                // A device key replaces the app's: the app's keys must not open this device's notifications.
+                let key = try encryption.map { (device) throws(EncryptionKeyError) in try DeviceKey.jweKey(device) }
+                    ?? profile.encryption?.active
                 guard
-                    let payload = try V2Payload.build(
-                        app: app, path: path, subscriptionID: id, content: content, key: profile.encryption?.active)
+                    let payload = try V2Payload.build(app: app, path: path, subscriptionID: id, content: content, key: key)
                 else {
                     tooLarge(app, path)
                     return nil

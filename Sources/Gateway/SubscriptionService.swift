@@ -251,10 +251,11 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             if existing != nil && !allowsUpdate {
                 throw .conflict("this subscription exists; add ?allowsUpdate=true to update it")
             }
+            // A POST replaces the whole subscription: without `encryption`, an update drops the device key.
             return try store(
                 app: app, profile: profile, token: token, path: request.path, subscriber: subscriber, mode: request.mode,
-                format: request.format, filters: request.filters, expiration: request.expirationTimestampSeconds,
-                existed: existing != nil, now: now, reservation: &reservation)
+                format: request.format, filters: request.filters, encryption: request.encryption,
+                expiration: request.expirationTimestampSeconds, existing: existing, now: now, reservation: &reservation)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: name, path: request.path) }
         return outcome
@@ -294,11 +295,17 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
                     existing == nil ? [] : [.subscription(.deletion(app: name, path: path, subscriber: subscriber))]
                 return (records, (.deleted, false))
             }
+            let encryption: DeviceEncryption?
+            switch request.encryption {
+            case nil: encryption = existing?.encryption
+            case .set(let key)?: encryption = key
+            case .remove?: encryption = nil
+            }
             return try store(
                 app: app, profile: profile, token: token, path: path, subscriber: subscriber,
                 mode: request.mode ?? existing?.mode ?? .noData, format: request.format ?? existing?.format ?? .v2,
-                filters: request.filters ?? existing?.filters, expiration: request.expirationTimestampSeconds,
-                existed: existing != nil, now: now, reservation: &reservation)
+                filters: request.filters ?? existing?.filters, encryption: encryption, expiration: request.expirationTimestampSeconds,
+                existing: existing, now: now, reservation: &reservation)
         }
         if needsSnapshot { snapshots?.requestSnapshot(app: name, path: path) }
         return outcome
@@ -352,31 +359,37 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             uid: subscription.subscriber.uid ?? "", kind: subscription.subscriber.kind, mode: subscription.settings.mode,
             path: subscription.path, context: subscription.subscriber.token,
             expirationTimestampSeconds: subscription.settings.expiresAt, format: subscription.settings.format,
-            filters: subscription.settings.filters)
+            filters: subscription.settings.filters, encryption: subscription.settings.encryption)
     }
 
     /// Under the partition's lock: checks access and quotas, computes the expiry (the requested one, capped by
     /// the app's lifetime), returns the record to write and what to answer.
     private func store(
         app: AppData, profile: AppProfile, token: VerifiedToken, path: DataPath, subscriber: SubscriberKey,
-        mode: SubscriptionMode, format: NotificationFormat, filters: SubscriptionFilters?, expiration: Int64?, existed: Bool,
-        now: Int64, reservation: inout StateBudget.Reservation?
+        mode: SubscriptionMode, format: NotificationFormat, filters: SubscriptionFilters?, encryption: DeviceEncryption?,
+        expiration: Int64?, existing: SubscriptionSettings?, now: Int64, reservation: inout StateBudget.Reservation?
     ) throws(APIError) -> (records: [StateRecord], value: (V2WriteOutcome, Bool)) {
+        let existed = existing != nil
         do {
             try filters?.check(mode: mode)
         } catch {
             throw .badRequest(error.description)
         }
+        if encryption != nil, format != .v2 { throw .badRequest("'encryption' needs format v2 (v1 payloads are never encrypted)") }
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
         let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         if let expiration, expiration <= now {
             throw .badRequest("'expirationTimestampSeconds' is in the past (use 0 to delete the subscription)")
         }
         let settings = SubscriptionSettings(
-            mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid, filters: filters)
+            mode: mode, format: format, expiresAt: min(expiration ?? latest, latest), authUID: token.uid, filters: filters,
+            encryption: encryption)
         let subscription = Subscription(path: path, subscriber: subscriber, settings: settings)
         if !existed {
             try checkQuotas(app: app, profile: profile, subscriber: subscriber, owner: token.uid)
+        }
+        // A refresh reserves only what a larger device key adds (nothing most often).
+        if !existed || app.index.bytesToSubscribe(path: path, subscriber: subscriber, settings: settings) > 0 {
             reservation = try reserveBytes(app: app, profile: profile, subscription)
         }
         let document = document(app: app.name, subscription)

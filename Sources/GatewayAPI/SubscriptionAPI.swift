@@ -66,10 +66,12 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
     public var format: NotificationFormat
     /// Nil or empty: every write wakes the device.
     public var filters: SubscriptionFilters?
+    /// The device's own public key (checked): its notifications are encrypted for it alone. v2 format only.
+    public var encryption: DeviceEncryption?
 
     public init(
         kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String, expirationTimestampSeconds: Int64?,
-        format: NotificationFormat, filters: SubscriptionFilters? = nil
+        format: NotificationFormat, filters: SubscriptionFilters? = nil, encryption: DeviceEncryption? = nil
     ) {
         self.kind = kind
         self.mode = mode
@@ -78,6 +80,7 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
         self.expirationTimestampSeconds = expirationTimestampSeconds
         self.format = format
         self.filters = filters
+        self.encryption = encryption
     }
 }
 
@@ -92,11 +95,14 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     public var expirationTimestampSeconds: Int64
     public var format: NotificationFormat
     public var filters: SubscriptionFilters?
+    /// The device's public key, when the subscription has one.
+    public var encryption: DeviceEncryption?
 
     public init(
         id: String, uid: String, kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String,
-        expirationTimestampSeconds: Int64, format: NotificationFormat, filters: SubscriptionFilters? = nil
+        expirationTimestampSeconds: Int64, format: NotificationFormat, filters: SubscriptionFilters? = nil, encryption: DeviceEncryption? = nil
     ) {
+        self.encryption = encryption
         self.id = id
         self.uid = uid
         self.kind = kind
@@ -116,6 +122,7 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
             "expirationTimestampSeconds": .number(String(expirationTimestampSeconds)), "format": .string(format.rawValue),
         ]
         if let filters { members["filters"] = filters.json }
+        if let encryption { members["encryption"] = encryption.json }
         return .object(members)
     }
 }
@@ -145,6 +152,14 @@ public protocol V2SubscriptionAPI: Sendable {
     func replaceContext(_ caller: Caller, request: V2ReplaceContextRequest) async throws(APIError) -> V2ReplaceContextOutcome
 }
 
+/// What a v2 `PUT` does to the device key: absent keeps it.
+public enum EncryptionUpdate: Sendable, Equatable {
+    /// `"encryption": {…}`: this key from now on.
+    case set(DeviceEncryption)
+    /// `"encryption": null`: no device key any more (the app's key, or none, applies again).
+    case remove
+}
+
 /// The body of a v2 `PUT .../{uid}/{id}`: every field optional; absent ones keep the subscription's values.
 public struct V2PartialRequest: Sendable, Equatable {
     public var kind: SubscriberKind?
@@ -155,11 +170,14 @@ public struct V2PartialRequest: Sendable, Equatable {
     public var format: NotificationFormat?
     /// Nil: keep the subscription's filters. Empty (`"filters": {}`): remove them.
     public var filters: SubscriptionFilters?
+    /// Nil: keep the device key (or its absence).
+    public var encryption: EncryptionUpdate?
 
     public init(
         kind: SubscriberKind? = nil, mode: SubscriptionMode? = nil, path: DataPath? = nil, context: String? = nil,
-        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil, filters: SubscriptionFilters? = nil
+        expirationTimestampSeconds: Int64? = nil, format: NotificationFormat? = nil, filters: SubscriptionFilters? = nil, encryption: EncryptionUpdate? = nil
     ) {
+        self.encryption = encryption
         self.kind = kind
         self.mode = mode
         self.path = path

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import PushCore
+import PushFormats
 
 /// The v2 subscriptions API of seed 001 under `/datasync/v2/{app}/subscriptions/{uid}[/{id}]`, and the token
 /// replacement `POST …/{uid}/.replace-context`.
@@ -115,9 +116,29 @@ enum V2Routes {
         guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile or huawei") }
         guard let path = partial.path else { throw .badRequest("'path' is required") }
         guard let context = partial.context else { throw .badRequest("'context' (the device's push token) is required") }
+        let format = partial.format ?? .v2
+        var encryption: DeviceEncryption? = nil
+        if case .set(let key)? = partial.encryption {
+            guard format == .v2 else { throw encryptionNeedsV2 }
+            encryption = key
+        }
         return V2SubscriptionRequest(
             kind: kind, mode: partial.mode ?? .noData, path: path, context: context,
-            expirationTimestampSeconds: partial.expirationTimestampSeconds, format: partial.format ?? .v2, filters: partial.filters)
+            expirationTimestampSeconds: partial.expirationTimestampSeconds, format: format, filters: partial.filters, encryption: encryption)
+    }
+
+    /// 400 for a device key on a v1 subscription: v1 payloads are never encrypted.
+    static let encryptionNeedsV2 = APIError.badRequest("'encryption' needs format v2 (v1 payloads are never encrypted)")
+
+    /// The `encryption` member: absent → nil (keep), `null` → remove, an object → a checked device key.
+    static func encryptionUpdate(_ body: [ExactString: JSONValue]) throws(APIError) -> EncryptionUpdate? {
+        guard let value = body["encryption"] else { return nil }
+        if value == .null { return .remove }
+        do {
+            return .set(try DeviceKey.parse(value))
+        } catch {
+            throw .badRequest(error.message)
+        }
     }
 
     static func partialRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2PartialRequest {
@@ -171,6 +192,7 @@ enum V2Routes {
                 throw .badRequest(error.description)
             }
         }
+        request.encryption = try encryptionUpdate(body)
         return request
     }
 }

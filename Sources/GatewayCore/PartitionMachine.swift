@@ -155,7 +155,7 @@ public struct PartitionMachine {
         let revokes = contents.revoked.filter { !$0.value.tombstoned && !revokesInLines.contains($0.key) }.values.map { revoked in
             PendingNotification(
                 app: revoked.app, path: revoked.subscription.path, subscriber: revoked.subscription.subscriber,
-                format: revoked.subscription.settings.format, content: .revoke(revoked.reason), scope: revoked.app, firstFailureAt: now)
+                format: revoked.subscription.settings.format, encryption: revoked.subscription.settings.encryption, content: .revoke(revoked.reason), scope: revoked.app, firstFailureAt: now)
         }
         contents.role = .owner
         if let marker {
@@ -543,7 +543,7 @@ public struct PartitionMachine {
             revokes.append(
                 PendingNotification(
                     app: app.name, path: subscription.path, subscriber: subscription.subscriber,
-                    format: subscription.settings.format, content: .revoke(reason), scope: app.name, firstFailureAt: now))
+                    format: subscription.settings.format, encryption: subscription.settings.encryption, content: .revoke(reason), scope: app.name, firstFailureAt: now))
         }
         return revokes
     }
@@ -630,7 +630,8 @@ public struct PartitionMachine {
             matched = []
             for (path, recipient) in removed {
                 let subscription = Subscription(
-                    path: path, subscriber: recipient.subscriber, settings: SubscriptionSettings(mode: .noData, format: recipient.format, expiresAt: 0))
+                    path: path, subscriber: recipient.subscriber, settings: SubscriptionSettings(
+                        mode: .noData, format: recipient.format, expiresAt: 0, encryption: recipient.encryption))
                 markers += 1
                 revokes += revoke(
                     [subscription], app: app, reason: .namespaceDoesNotExist, ticket: ticket, now: clock, actions: &held, uptime: uptime)
@@ -670,6 +671,7 @@ public struct PartitionMachine {
                 }
                 var pending = PendingNotification(
                     app: app.name, path: notification.path, subscriber: recipient.subscriber, format: recipient.format,
+                    encryption: recipient.encryption,
                     content: notification.content, scope: app.name, origin: event.eventID, firstFailureAt: clock)
                 pending.payload = bytes
                 pending.holds = [ticket]

@@ -6,6 +6,9 @@ public enum JWEAlgorithm: String, Sendable, CaseIterable {
     case a256kw = "A256KW"
     /// A random CEK encrypted with RSAES-OAEP, SHA-256 and MGF1-SHA-256 (RFC 7518 §4.3).
     case rsaOAEP256 = "RSA-OAEP-256"
+    /// ECDH-ES key agreement on P-256 with an ephemeral key per message, its Concat KDF output (SHA-256) wrapping a
+    /// random CEK with AES Key Wrap (RFC 7518 §4.6); the ephemeral public key travels in the header as `epk`.
+    case ecdhESA256KW = "ECDH-ES+A256KW"
 }
 
 /// The only content-encryption algorithm supported (RFC 7518 §5.3).

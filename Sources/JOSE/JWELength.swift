@@ -4,7 +4,8 @@ extension JWE {
     /// Exact length in bytes (= characters, all ASCII) of the compact JWE that `encrypt` produces for a
     /// payload of `payloadLength` bytes:
     /// `b64(header) . b64(encrypted key) . b64(12-byte IV) . b64(payload) . b64(16-byte tag)`,
-    /// the encrypted key being 0 bytes for `dir`, 40 for `A256KW` and `rsaModulusBytes` for `RSA-OAEP-256`.
+    /// the encrypted key being 0 bytes for `dir`, 40 for `A256KW` and `ECDH-ES+A256KW` (whose header holds `epk`,
+    /// always the same length) and `rsaModulusBytes` for `RSA-OAEP-256`.
     ///
     /// - Parameter kid: the key identifier as given to `JWEKey` (its JSON escaping is accounted for).
     public static func compactLength(
@@ -13,7 +14,7 @@ extension JWE {
         let headerLength = ProtectedHeader.jsonLength(algorithm: alg, kid: kid)
         let encryptedKeyLength = switch alg {
         case .dir: 0
-        case .a256kw: AES256GCM.keyByteCount + 8
+        case .a256kw, .ecdhESA256KW: AESKeyWrap.wrappedCEKByteCount
         case .rsaOAEP256: rsaModulusBytes
         }
         return assembledLength(
@@ -25,7 +26,9 @@ extension JWE {
     /// Exact length of the compact JWE that `encrypt(payload:key:)` produces for `payloadLength` bytes.
     public static func compactLength(payloadLength: Int, key: JWEKey) -> Int {
         assembledLength(
-            encodedHeaderLength: key.encodedHeader.count,
+            encodedHeaderLength: key.algorithm == .ecdhESA256KW
+                ? Base64URL.encodedLength(ProtectedHeader.jsonLength(algorithm: key.algorithm, kid: key.kid))
+                : key.encodedHeader.count,
             encryptedKeyLength: key.encryptedKeyByteCount,
             payloadLength: payloadLength)
     }

@@ -1,31 +1,49 @@
 import SSLCrypto
 
-/// Writing the fixed-shape JWE protected header `{"alg":"…","enc":"A256GCM","kid":"…"}`.
+/// Writing the fixed-shape JWE protected header `{"alg":"…","enc":"A256GCM","kid":"…"}`, and for `ECDH-ES+A256KW`
+/// `{"alg":"ECDH-ES+A256KW","enc":"A256GCM","epk":{"kty":"EC","crv":"P-256","x":"…","y":"…"},"kid":"…"}`
+/// (`kid` left out when the key has none).
 enum ProtectedHeader {
-    /// The compact JSON header, key order alg, enc, kid, with `kid` JSON-escaped.
-    static func json(algorithm: JWEAlgorithm, kid: String) -> [UInt8] {
+    /// The compact JSON header, key order alg, enc, epk, kid, with `kid` JSON-escaped and left out when empty.
+    /// `epk`: the ephemeral P-256 public key's coordinates (32 bytes each), for `ECDH-ES+A256KW` only.
+    static func json(algorithm: JWEAlgorithm, kid: String, epk: (x: [UInt8], y: [UInt8])?) -> [UInt8] {
         var out: [UInt8] = []
         out.append(contentsOf: #"{"alg":""#.utf8)
         out.append(contentsOf: algorithm.rawValue.utf8)
         out.append(contentsOf: #"","enc":""#.utf8)
         out.append(contentsOf: jweContentEncryption.utf8)
-        out.append(contentsOf: #"","kid":""#.utf8)
-        appendEscaped(kid, to: &out)
-        out.append(contentsOf: #""}"#.utf8)
+        out.append(UInt8(ascii: "\""))
+        if let epk {
+            out.append(contentsOf: #","epk":{"kty":"EC","crv":"P-256","x":""#.utf8)
+            Base64URL.encode(epk.x, into: &out)
+            out.append(contentsOf: #"","y":""#.utf8)
+            Base64URL.encode(epk.y, into: &out)
+            out.append(contentsOf: #""}"#.utf8)
+        }
+        if !kid.isEmpty {
+            out.append(contentsOf: #","kid":""#.utf8)
+            appendEscaped(kid, to: &out)
+            out.append(UInt8(ascii: "\""))
+        }
+        out.append(UInt8(ascii: "}"))
         return out
     }
 
-    /// ASCII of base64url(`json(algorithm:kid:)`).
-    static func encoded(algorithm: JWEAlgorithm, kid: String) -> [UInt8] {
+    /// ASCII of base64url(`json(algorithm:kid:epk:)`).
+    static func encoded(algorithm: JWEAlgorithm, kid: String, epk: (x: [UInt8], y: [UInt8])?) -> [UInt8] {
         var out: [UInt8] = []
-        Base64URL.encode(json(algorithm: algorithm, kid: kid), into: &out)
+        Base64URL.encode(json(algorithm: algorithm, kid: kid, epk: epk), into: &out)
         return out
     }
 
-    /// Byte length of the JSON header without building it.
+    /// `,"epk":{"kty":"EC","crv":"P-256","x":"<43>","y":"<43>"}`: the same length for every ephemeral key.
+    static let epkLength = #","epk":{"kty":"EC","crv":"P-256","x":"","y":""}"#.utf8.count + 2 * Base64URL.encodedLength(32)
+
+    /// Byte length of the JSON header without building it (`epk` included for `ECDH-ES+A256KW`).
     static func jsonLength(algorithm: JWEAlgorithm, kid: String) -> Int {
-        #"{"alg":"","enc":"","kid":""}"#.utf8.count + algorithm.rawValue.utf8.count
-            + jweContentEncryption.utf8.count + escapedLength(kid)
+        #"{"alg":"","enc":""}"#.utf8.count + algorithm.rawValue.utf8.count + jweContentEncryption.utf8.count
+            + (algorithm == .ecdhESA256KW ? epkLength : 0)
+            + (kid.isEmpty ? 0 : #","kid":"""#.utf8.count + escapedLength(kid))
     }
 
     /// Appends `text` as the inside of a JSON string, pure ASCII: `"` and `\\` escaped, `\b \f \n \r \t`

@@ -104,10 +104,10 @@ public final class AppIndex {
 
     /// An estimate of the heap bytes this app's index holds, never below the truth for the structures it
     /// counts: each trie node (object, key string, its share of its parent's child map), each payload and
-    /// subscriber entry (with its filters, ``SubscriptionSettings/filterBytes``), each device's token and each
-    /// user's uid (stored once: subscriptions of one device or user share the string, see
-    /// ``subscribe(path:subscriber:settings:)``), the per-device, per-user and per-owner indexes, and each
-    /// shadow's JSON. O(1): maintained on every change.
+    /// subscriber entry (with its filters, ``SubscriptionSettings/filterBytes``, and its device key,
+    /// ``DeviceEncryption/heapBytes``, when it has them), each device's token and each user's uid (stored once:
+    /// subscriptions of one device or user share the string, see ``subscribe(path:subscriber:settings:)``), the
+    /// per-device, per-user and per-owner indexes, and each shadow's JSON. O(1): maintained on every change.
     ///
     /// Calibrated with `Benchmarks/Sources/SubscriptionMemory` (docs/ARCHITECTURE.md, "Identities, quotas,
     /// abuse").
@@ -135,10 +135,11 @@ public final class AppIndex {
         HeapCost.array(capacity: path.segments.capacity, stride: MemoryLayout<ExactString>.stride)
     }
 
-    /// The bytes that subscribing `subscriber` at `path` would add (0 for a refresh): what a create reserves
-    /// against the byte budgets before it is written. O(path length).
+    /// The bytes that subscribing `subscriber` at `path` would add: what a create reserves against the byte
+    /// budgets before it is written. For a refresh, only what a larger device key adds (0 most often).
+    /// O(path length).
     public func bytesToSubscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> Int {
-        var total = 0
+        var total = settings.encryption?.heapBytes ?? 0
         var node: Node? = root
         var parent = root
         for key in path.segments {
@@ -152,7 +153,7 @@ public final class AppIndex {
             total += Self.nodeBytes + HeapCost.string(key.string)
         }
         if let node, let payload = node.payload {
-            if payload.subscribers[subscriber] != nil { return 0 }
+            if let existing = payload.subscribers[subscriber] { return max(0, total - (existing.encryption?.heapBytes ?? 0)) }
             total += payload.subscribers.growthForNewKey
         } else {
             total += Self.payloadBytes
@@ -265,6 +266,7 @@ public final class AppIndex {
         let grown = payload.subscribers.heapBytes
         let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
         storedBytes += payload.subscribers.heapBytes - grown + settings.filterBytes - (previous?.filterBytes ?? 0)
+            + (settings.encryption?.heapBytes ?? 0) - (previous?.encryption?.heapBytes ?? 0)
         if let previous, previous.mode.needsData { payload.dataSubscriberCount -= 1 }
         if settings.mode.needsData { payload.dataSubscriberCount += 1 }
         if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }
@@ -315,7 +317,7 @@ public final class AppIndex {
         guard let payload = node.payload else { return nil }
         let shrunk = payload.subscribers.heapBytes
         guard let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
-        storedBytes += payload.subscribers.heapBytes - shrunk - removed.filterBytes
+        storedBytes += payload.subscribers.heapBytes - shrunk - removed.filterBytes - (removed.encryption?.heapBytes ?? 0)
         if removed.mode.needsData {
             payload.dataSubscriberCount -= 1
             if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }

@@ -14,14 +14,21 @@ public struct MatchedNotification: Sendable, Equatable {
     }
 }
 
-/// One subscriber to deliver to, with the format it asked for.
+/// One subscriber to deliver to, with the format it asked for and its device key when it gave one.
 public struct Recipient: Sendable, Hashable {
     public var subscriber: SubscriberKey
     public var format: NotificationFormat
+    public var encryption: DeviceEncryption?
 
-    public init(subscriber: SubscriberKey, format: NotificationFormat) {
+    public init(subscriber: SubscriberKey, format: NotificationFormat, encryption: DeviceEncryption? = nil) {
         self.subscriber = subscriber
         self.format = format
+        self.encryption = encryption
+    }
+
+    /// The recipient of `settings`' subscription.
+    public init(subscriber: SubscriberKey, settings: SubscriptionSettings) {
+        self.init(subscriber: subscriber, format: settings.format, encryption: settings.encryption)
     }
 }
 
@@ -72,7 +79,7 @@ extension AppIndex {
         var grouped: [DataPath: [Recipient]] = [:]
         for subscription in subscriptions {
             grouped[subscription.path, default: []].append(
-                Recipient(subscriber: subscription.subscriber, format: subscription.settings.format))
+                Recipient(subscriber: subscription.subscriber, settings: subscription.settings))
         }
         return grouped.map { path, recipients in
             MatchedNotification(path: path, mode: .noData, content: .revoke(reason), recipients: recipients)
@@ -205,7 +212,7 @@ extension AppIndex {
         }
         node.payload?.subscribers.forEach { subscriber, settings in
             guard settings.expiresAt > now else { return }
-            let recipient = Recipient(subscriber: subscriber, format: settings.format)
+            let recipient = Recipient(subscriber: subscriber, settings: settings)
             if let filters = settings.filters {
                 guard filters.admits(touch()) else { return }
                 if settings.mode == .childEvent {

@@ -89,15 +89,20 @@ public struct SubscriptionSettings: Sendable, Equatable {
         set { filterBox = newValue.flatMap { $0.isEmpty ? nil : FilterBox(filters: $0) } }
     }
 
+    /// v2 only: the device's own public key; its notifications are encrypted for it alone. Nil: the app's key
+    /// (or none) decides, as for every other subscription.
+    public var encryption: DeviceEncryption?
+
     public init(
         mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil,
-        filters: SubscriptionFilters? = nil
+        filters: SubscriptionFilters? = nil, encryption: DeviceEncryption? = nil
     ) {
         self.expiresAt = expiresAt
         self.mode = mode
         self.format = format
         self.authUID = authUID
         self.filters = filters
+        self.encryption = encryption
     }
 
     /// The uid a quota counts this subscription against: the auth token's uid (v2: the subscriber's uid).
@@ -106,7 +111,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
     public static func == (left: SubscriptionSettings, right: SubscriptionSettings) -> Bool {
         left.expiresAt == right.expiresAt && left.mode == right.mode && left.format == right.format
             && (left.authUID ?? "").bytesEqual(right.authUID ?? "") && (left.authUID == nil) == (right.authUID == nil)
-            && left.filters == right.filters
+            && left.filters == right.filters && left.encryption == right.encryption
     }
 
     /// The estimated heap bytes of the filters (the box, the key array and the keys' strings): what

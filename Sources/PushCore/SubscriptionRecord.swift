@@ -7,6 +7,8 @@
 ///
 /// A v2 subscription with filters adds them, so that a new owner applies them:
 /// `"filters":{"events":["added"],"keys":["a","b"]}`.
+/// A v2 subscription with a device key adds `"encryption":{"alg":"ECDH-ES+A256KW","jwk":{…}}` (the public JWK,
+/// ``DeviceEncryption/json``), so that a replica taking the partition over keeps encrypting for the device.
 ///
 /// A revoked subscription whose revoke message is still on its way is kept as a marker, `"revoked":"<reason>"`
 /// in the value: it is matched by nothing, and a replica that takes the partition over sends the revoke (after
@@ -59,6 +61,7 @@ public struct SubscriptionRecord: Sendable, Equatable {
         ]
         if let uid = settings.authUID { document["authUID"] = .string(uid) }
         if let filters = settings.filters { document["filters"] = filters.json }
+        if let encryption = settings.encryption { document["encryption"] = encryption.json }
         if let revoked { document["revoked"] = .string(revoked.rawValue) }
         return JSONWriter.bytes(.object(document))
     }
@@ -94,7 +97,15 @@ public struct SubscriptionRecord: Sendable, Equatable {
                 throw DecodingError(description: "bad state record value: \(error.description)")
             }
         }
-        let settings = SubscriptionSettings(mode: mode, format: format, expiresAt: expiresAt, authUID: authUID, filters: filters)
+        var encryption: DeviceEncryption? = nil
+        if let member = document["encryption"] {
+            guard let decoded = DeviceEncryption.decode(member) else {
+                throw DecodingError(description: "bad state record value: unreadable device key (encryption)")
+            }
+            encryption = decoded
+        }
+        let settings = SubscriptionSettings(
+            mode: mode, format: format, expiresAt: expiresAt, authUID: authUID, filters: filters, encryption: encryption)
         var record = SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
         if let reason = document["revoked"] {
             guard let parsed = reason.stringValue.flatMap(RevocationReason.init(rawValue:)) else {

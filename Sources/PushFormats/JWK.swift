@@ -14,8 +14,10 @@ public struct EncryptionKeyError: Error, CustomStringConvertible, Sendable, Equa
 ///
 /// Symmetric: `{"kty":"oct","kid":"k1","alg":"dir"|"A256KW","k":"<base64url of 32 bytes>"}`.
 /// RSA: `{"kty":"RSA","kid":"k3","alg":"RSA-OAEP-256","publicKeyPEM":"…"}` or with `privateKeyPEM` (both may be
-/// given; they must then match). Optional `use` must be `enc`, optional `enc` must be `A256GCM`; other members
-/// are ignored.
+/// given; they must then match).
+/// EC (a device's key, for `ECDH-ES+A256KW`; `alg` may be left out): `{"kty":"EC","crv":"P-256","x":"…","y":"…"}`,
+/// with `d` to decrypt.
+/// Optional `use` must be `enc`, optional `enc` must be `A256GCM`; other members are ignored.
 enum JWK {
     /// Reads `value` (found at `position`, e.g. `keys[0]`), using `defaultKid` when it has no `kid`.
     /// `needsPrivate`: the key is for decrypting, so an RSA key must hold its private part.
@@ -56,15 +58,41 @@ enum JWK {
             throw EncryptionKeyError("\(name): field \"enc\" must be \"\(jweContentEncryption)\", not \"\(enc)\"")
         }
         let kty = try required("kty")
-        let algName = try required("alg")
+        let algName = try kty == "EC" ? string("alg") ?? JWEAlgorithm.ecdhESA256KW.rawValue : required("alg")
         guard let algorithm = JWEAlgorithm(rawValue: algName) else {
-            throw EncryptionKeyError("\(name): field \"alg\" must be \"dir\", \"A256KW\" or \"RSA-OAEP-256\", not \"\(algName)\"")
+            throw EncryptionKeyError(
+                "\(name): field \"alg\" must be \"dir\", \"A256KW\", \"RSA-OAEP-256\" or \"ECDH-ES+A256KW\", not \"\(algName)\"")
         }
 
         switch kty {
+        case "EC":
+            guard algorithm == .ecdhESA256KW else {
+                throw EncryptionKeyError("\(name): field \"alg\" \(algName) needs \"kty\":\"\(algorithm == .rsaOAEP256 ? "RSA" : "oct")\", not \"EC\"")
+            }
+            guard try string("crv") == "P-256" else { throw EncryptionKeyError("\(name): field \"crv\" must be \"P-256\"") }
+            func coordinate(_ field: String) throws(EncryptionKeyError) -> [UInt8] {
+                guard let bytes = Base64URL.decode(try required(field)), bytes.count == 32 else {
+                    throw EncryptionKeyError("\(name): field \"\(field)\" must be base64url of 32 bytes")
+                }
+                return bytes
+            }
+            let x = try coordinate("x"), y = try coordinate("y")
+            do {
+                if members["d"] != nil {
+                    return JWEKey.ecdhESA256KW(kid: kid, privateKey: try ECPrivateKey(d: try coordinate("d"), x: x, y: y))
+                }
+                if needsPrivate {
+                    throw EncryptionKeyError("\(name): an EC public key cannot decrypt: field \"d\" is missing")
+                }
+                return JWEKey.ecdhESA256KW(kid: kid, publicKey: try ECPublicKey(x: x, y: y))
+            } catch let error as EncryptionKeyError {
+                throw error
+            } catch {
+                throw EncryptionKeyError("\(name): \(error)")
+            }
         case "oct":
-            guard algorithm != .rsaOAEP256 else {
-                throw EncryptionKeyError("\(name): field \"alg\" RSA-OAEP-256 needs \"kty\":\"RSA\", not \"oct\"")
+            guard algorithm != .rsaOAEP256, algorithm != .ecdhESA256KW else {
+                throw EncryptionKeyError("\(name): field \"alg\" \(algName) needs \"kty\":\"\(algorithm == .rsaOAEP256 ? "RSA" : "EC")\", not \"oct\"")
             }
             let encoded = try required("k")
             guard let secret = Base64URL.decode(encoded) else {
@@ -117,7 +145,7 @@ enum JWK {
             }
             return JWEKey.rsaOAEP256(kid: kid, privateKey: privateKey)
         default:
-            throw EncryptionKeyError("\(name): field \"kty\" must be \"oct\" or \"RSA\", not \"\(kty)\"")
+            throw EncryptionKeyError("\(name): field \"kty\" must be \"oct\", \"RSA\" or \"EC\", not \"\(kty)\"")
         }
     }
 }

@@ -5,10 +5,11 @@ import SSLCrypto
 /// Keys for decrypting v2 payloads, read from the text of a key file.
 public enum KeyFile {
     /// Reads a single JWK, a JWK Set `{"keys": [JWK, …]}` (an app's encryption settings with `active` are one
-    /// too), or an RSA private key PEM (PKCS#8 or PKCS#1), which carries no key id: `kid` names it (a caller
-    /// reading a file typically defaults it to the file name). `kid` also names a JWK that has none.
+    /// too), or a private key PEM (RSA: PKCS#8 or PKCS#1; a device's P-256 key: PKCS#8 or SEC 1), which carries no
+    /// key id: `kid` names it (a caller reading a file typically defaults it to the file name). `kid` also names a
+    /// JWK that has none.
     ///
-    /// RSA keys must hold their private part (`privateKeyPEM`): a public key cannot decrypt.
+    /// RSA keys must hold their private part (`privateKeyPEM`), EC keys theirs (`d`): a public key cannot decrypt.
     public static func load(text: String, kid: String? = nil) throws(EncryptionKeyError) -> [JWEKey] {
         if text.drop(while: { $0.isWhitespace }).hasPrefix("-----BEGIN") { return [try pemKey(text, kid: kid)] }
         let document: JSONValue
@@ -40,13 +41,20 @@ public enum KeyFile {
 
     private static func pemKey(_ text: String, kid: String?) throws(EncryptionKeyError) -> JWEKey {
         guard text.contains("PRIVATE KEY-----") else {
-            throw EncryptionKeyError("key file: a PEM key file must hold an RSA private key (a public key cannot decrypt)")
+            throw EncryptionKeyError("key file: a PEM key file must hold a private key, RSA or P-256 (a public key cannot decrypt)")
         }
         guard let kid, !kid.isEmpty else {
             throw EncryptionKeyError("key file: a PEM key carries no key id: give its kid")
         }
         do {
-            return JWEKey.rsaOAEP256(kid: kid, privateKey: try RSAPrivateKey(pem: text))
+            if text.contains("BEGIN EC PRIVATE KEY") { return JWEKey.ecdhESA256KW(kid: kid, privateKey: try ECPrivateKey(pem: text)) }
+            do {
+                return JWEKey.rsaOAEP256(kid: kid, privateKey: try RSAPrivateKey(pem: text))
+            } catch {
+                // A PKCS#8 key of another type: a device's P-256 key?
+                guard let ecKey = try? ECPrivateKey(pem: text) else { throw error }
+                return JWEKey.ecdhESA256KW(kid: kid, privateKey: ecKey)
+            }
         } catch {
             throw EncryptionKeyError("key \"\(kid)\": \(error)")
         }

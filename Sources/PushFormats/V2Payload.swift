@@ -2,10 +2,12 @@ import JOSE
 import PushCore
 import SSLCrypto
 
-/// The v2 data payloads: `{"srv":"webcom","kid":KID,"evt":EVT,"ver":"v2"}`, `kid` only when encrypted.
+/// The v2 data payloads: `{"srv":"webcom","kid":KID,"evt":EVT,"ver":"v2"}`, `kid` only when encrypted for a key
+/// that has one (a device key may have none).
 ///
 /// `evt` is the event JSON (`V2Event`) as a compact JOSE object: an unsecured JWS (`{"alg":"none"}`, empty
-/// signature) without a key, a JWE (`A256GCM`; `dir`, `A256KW` or `RSA-OAEP-256`) with one.
+/// signature) without a key, a JWE (`A256GCM`; `dir`, `A256KW`, `RSA-OAEP-256` or, for a device key,
+/// `ECDH-ES+A256KW`) with one.
 ///
 /// The size rules of v1 apply to the whole payload, envelope included: from 4064 bytes on, a value is sent
 /// without `v` (`TooBig`), a childEvent with keys only (`OnlyKeys`) and then with no changes (`TooBig`);
@@ -21,7 +23,7 @@ public enum V2Payload {
     public static func build(
         app: String, path: DataPath, subscriptionID: String, content: NotificationContent, key: JWEKey?
     ) throws -> DataPayload? {
-        let overhead = envelopeSize(kid: key?.kid)
+        let overhead = envelopeSize(kid: key?.headerKid)
         var chosen: [UInt8]? = nil
         var chosenSize = 0
         for degrade in V2Event.forms(for: content) {
@@ -39,7 +41,7 @@ public enum V2Payload {
         } else {
             evt = JWS.unsecured(payload: event)
         }
-        let payload = envelope(kid: key?.kid, evt: evt)
+        let payload = envelope(kid: key?.headerKid, evt: evt)
         assert(payload.serializedSize == chosenSize, "v2 payload size arithmetic is off")
         return payload
     }

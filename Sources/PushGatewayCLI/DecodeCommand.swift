@@ -10,8 +10,10 @@ struct DecodeCommand: ParsableCommand {
         discussion: """
             PAYLOAD is the data map the device received, as JSON ({"srv":"webcom","kid":"k1","evt":"…","ver":"v2"} \
             or a v1 map), or a bare compact evt. An encrypted v2 payload needs the key its kid names: a key file holds \
-            a JWK, a JWK Set ({"keys":[…]}, e.g. the app's encryption settings) or an RSA private key PEM, whose kid \
-            is --kid or else the file name without its extension.
+            a JWK, a JWK Set ({"keys":[…]}, e.g. the app's encryption settings) or a private key PEM (RSA, or P-256), \
+            whose kid is --kid or else the file name without its extension. A subscription made with a device key \
+            (encryption ECDH-ES+A256KW or RSA-OAEP-256) is decoded with that device's private key only: its P-256 \
+            JWK with "d" ({"kty":"EC","crv":"P-256","x":…,"y":…,"d":…}) or its PEM; the app's keys cannot open it.
             """)
 
     @Argument(help: "The data payload (JSON data map or compact evt); - reads standard input.")
@@ -19,7 +21,7 @@ struct DecodeCommand: ParsableCommand {
 
     @Option(
         name: .customLong("key-file"),
-        help: ArgumentHelp("JWK, JWK Set or RSA private key PEM file (repeatable).", valueName: "path"))
+        help: ArgumentHelp("JWK, JWK Set or private key PEM file (RSA, or a device's P-256 key; repeatable).", valueName: "path"))
     var keyFiles: [String] = []
 
     @Option(help: "Key id of a PEM key file or of a JWK without kid (default: the file name without its extension).")

@@ -3,6 +3,8 @@ import COpenSSL
 /// AES Key Wrap (RFC 3394) with a 256-bit key-encryption key and the default IV (JWE `A256KW`).
 public enum AESKeyWrap {
     public static let kekByteCount = 32
+    /// A wrapped 32-byte (AES-256) content-encryption key: 40 bytes.
+    public static let wrappedCEKByteCount = 40
 
     /// Wraps `keyData` (a multiple of 8 bytes, at least 16); the result is 8 bytes longer.
     public static func wrap(_ keyData: [UInt8], kek: [UInt8]) throws -> [UInt8] {

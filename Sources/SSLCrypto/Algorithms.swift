@@ -9,6 +9,8 @@ enum Algorithms {
     nonisolated(unsafe) static let sha256: OpaquePointer = fetchDigest("SHA2-256")
     nonisolated(unsafe) static let aes256GCM: OpaquePointer = fetchCipher("AES-256-GCM")
     nonisolated(unsafe) static let aes256Wrap: OpaquePointer = fetchCipher("AES-256-WRAP")
+    /// The single-step KDF of SP 800-56C (the Concat KDF of SP 800-56A), for JWE `ECDH-ES`.
+    nonisolated(unsafe) static let sskdf: OpaquePointer = fetchKDF("SSKDF")
 
     private static func fetchDigest(_ name: String) -> OpaquePointer {
         guard let md = EVP_MD_fetch(nil, name, nil) else {
@@ -16,6 +18,13 @@ enum Algorithms {
             fatalError("\(CryptoError.openSSL("EVP_MD_fetch(\(name))"))")
         }
         return md
+    }
+
+    private static func fetchKDF(_ name: String) -> OpaquePointer {
+        guard let kdf = EVP_KDF_fetch(nil, name, nil) else {
+            fatalError("\(CryptoError.openSSL("EVP_KDF_fetch(\(name))"))")
+        }
+        return kdf
     }
 
     private static func fetchCipher(_ name: String) -> OpaquePointer {

@@ -1,7 +1,7 @@
 import COpenSSL
 
-/// An ECDSA public key on P-256 (secp256r1 / prime256v1), the only curve of JWS `ES256` (RFC 7518 §3.4).
-/// Immutable after creation and safe to share between threads.
+/// A public key on P-256 (secp256r1 / prime256v1): the only curve of JWS `ES256` (RFC 7518 §3.4) and of the
+/// device keys of JWE `ECDH-ES+A256KW` (RFC 7518 §4.6). Immutable after creation and safe to share between threads.
 public final class ECPublicKey: @unchecked Sendable {
     /// Byte length of one P-256 coordinate / scalar; a JWS ES256 signature is `r || s`, twice this.
     static let scalarByteCount = 32
@@ -42,7 +42,55 @@ public final class ECPublicKey: @unchecked Sendable {
         pkey = loaded
     }
 
+    /// The point (`x`, `y`), each coordinate exactly 32 big-endian bytes (a JWK's `x` and `y`, RFC 7518 §6.2.1):
+    /// refuses any other size and a point that is not on the curve.
+    public init(x: [UInt8], y: [UInt8]) throws {
+        guard x.count == Self.scalarByteCount, y.count == Self.scalarByteCount else {
+            throw CryptoError("P-256 public key: x and y must be 32 bytes each, not \(x.count) and \(y.count)")
+        }
+        let loaded: OpaquePointer
+        do {
+            loaded = try KeyParameters.key(
+                type: "EC", selection: KeyParameters.publicKeySelection,
+                [("group", .utf8("P-256")), ("pub", .octets([0x04] + x + y))])
+        } catch {
+            ERR_clear_error()
+            throw CryptoError("P-256 public key: the point (x, y) is not on the curve")
+        }
+        // EVP_PKEY_fromdata already refuses a point off the curve; the quick check also refuses the point at infinity.
+        guard Self.quickCheck(loaded) else {
+            EVP_PKEY_free(loaded)
+            throw CryptoError("P-256 public key: the point (x, y) is not a valid public key")
+        }
+        pkey = loaded
+    }
+
+    /// Takes ownership of one reference to `pkey` (a P-256 key).
+    init(retained pkey: OpaquePointer) {
+        self.pkey = pkey
+    }
+
     deinit { EVP_PKEY_free(pkey) }
+
+    /// `EVP_PKEY_public_check_quick`: on the curve, not the point at infinity.
+    static func quickCheck(_ pkey: OpaquePointer) -> Bool {
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return false }
+        defer {
+            EVP_PKEY_CTX_free(ctx)
+            ERR_clear_error()
+        }
+        return EVP_PKEY_public_check_quick(ctx) == 1
+    }
+
+    /// The coordinates `x` and `y`, 32 big-endian bytes each.
+    public var coordinates: (x: [UInt8], y: [UInt8]) {
+        get throws {
+            guard let point = KeyParameters.octets(pkey, "pub", capacity: 1 + 2 * Self.scalarByteCount),
+                  point.count == 1 + 2 * Self.scalarByteCount, point[0] == 0x04
+            else { throw CryptoError("P-256 public key: cannot read its point") }
+            return (Array(point[1...Self.scalarByteCount]), Array(point[(1 + Self.scalarByteCount)...]))
+        }
+    }
 
     /// The named curve of an EC key (OpenSSL's short name, e.g. `prime256v1`), nil when it has none.
     private static func groupName(_ pkey: OpaquePointer) -> String? {

@@ -26,6 +26,30 @@ public final class RSAPublicKey: @unchecked Sendable {
         pkey = loaded
     }
 
+    /// The key of a JWK's `n` and `e` (RFC 7518 §6.3.1: unsigned big-endian integers): at least 2048 bits, an odd
+    /// exponent from 3 to 2^32 - 1 (what RSA keys use in practice; 65537 almost always).
+    public init(modulus: [UInt8], exponent: [UInt8]) throws {
+        let significantModulus = modulus.drop { $0 == 0 }
+        guard significantModulus.count >= 256, significantModulus.count <= 2048 else {
+            throw CryptoError("RSA public key: the modulus n must be 2048 to 16384 bits, not \(significantModulus.count * 8)")
+        }
+        let significantExponent = exponent.drop { $0 == 0 }
+        guard !significantExponent.isEmpty, significantExponent.count <= 4,
+              let last = significantExponent.last, last & 1 == 1,
+              significantExponent.count > 1 || last >= 3
+        else { throw CryptoError("RSA public key: the exponent e must be odd, from 3 to 2^32 - 1") }
+        let loaded: OpaquePointer
+        do {
+            loaded = try KeyParameters.key(
+                type: "RSA", selection: KeyParameters.publicKeySelection,
+                [("n", .unsigned(Array(significantModulus))), ("e", .unsigned(Array(significantExponent)))])
+        } catch {
+            throw CryptoError("RSA public key: not a valid key (\(error))")
+        }
+        try requireRSA(loaded, "RSAPublicKey")
+        pkey = loaded
+    }
+
     /// Takes ownership of one reference to `pkey`.
     init(retained pkey: OpaquePointer) {
         self.pkey = pkey

@@ -91,6 +91,56 @@ final class InteropTests: XCTestCase {
         }
     }
 
+    /// `ECDH-ES+A256KW` on P-256 both ways: device keys drawn by joserfc (so their JWK import is tested too),
+    /// with and without a kid.
+    func testECDHESBothWays() throws {
+        let generated = try PythonInterop.run([["op": "ec_generate"], ["op": "ec_generate"]])
+        var ops: [[String: Any]] = []
+        var expected: [(kid: String, opener: JWEKey, payload: [UInt8])] = []
+        for (index, result) in generated.enumerated() {
+            guard let jwk = result["jwk"] as? [String: String], let d = jwk["d"], let x = jwk["x"], let y = jwk["y"] else {
+                return XCTFail("ec_generate: \(result)")
+            }
+            let kid = index == 0 ? "device-key" : ""
+            let privateKey = try ECPrivateKey(d: b64(d), x: b64(x), y: b64(y))
+            let opener = JWEKey.ecdhESA256KW(kid: kid, privateKey: privateKey)
+            let sealer = JWEKey.ecdhESA256KW(kid: kid, publicKey: try ECPublicKey(x: b64(x), y: b64(y)))
+            var publicJWK = jwk
+            publicJWK["d"] = nil
+            for payload in payloads {
+                let token = try JWE.encrypt(payload: payload, key: sealer)
+                XCTAssertEqual(token.utf8.count, JWE.compactLength(payloadLength: payload.count, key: sealer))
+                for library in Self.libraries where !(library == "jwcrypto" && payload.isEmpty) {
+                    ops.append(["op": "decrypt", "lib": library, "token": token, "key": ["kty": "EC", "jwk": jwk]])
+                    expected.append((kid, opener, payload))
+                    var encrypt: [String: Any] = [
+                        "op": "encrypt", "lib": library, "alg": "ECDH-ES+A256KW", "key": ["kty": "EC", "jwk": publicJWK],
+                        "payload": Base64URL.encode(payload),
+                    ]
+                    if !kid.isEmpty { encrypt["kid"] = kid }
+                    ops.append(encrypt)
+                    expected.append((kid, opener, payload))
+                }
+            }
+        }
+        let results = try PythonInterop.run(ops)
+        for (index, result) in results.enumerated() {
+            let (kid, opener, payload) = expected[index]
+            let context = "\(ops[index]["op"] ?? "") \(ops[index]["lib"] ?? "") kid '\(kid)' \(payload.count) bytes"
+            if ops[index]["op"] as? String == "decrypt" {
+                guard let decrypted = PythonInterop.string(result, "payload") else { continue }
+                XCTAssertEqual(Base64URL.decode(decrypted), payload, context)
+                let header = result["header"] as? [String: Any]
+                XCTAssertEqual(header?["alg"] as? String, "ECDH-ES+A256KW", context)
+                XCTAssertEqual(header?["kid"] as? String, kid.isEmpty ? nil : kid, context)
+                XCTAssertEqual((header?["epk"] as? [String: String])?["crv"], "P-256", context)
+            } else {
+                guard let token = PythonInterop.string(result, "token") else { continue }
+                XCTAssertEqual(try JWE.decrypt(compact: token, keys: { _ in opener }), payload, context)
+            }
+        }
+    }
+
     func testUnsecuredJWSBothWays() throws {
         var ops: [[String: Any]] = []
         for payload in payloads.dropFirst(2) {

@@ -52,7 +52,7 @@ final class V2PayloadTests: XCTestCase {
     /// The event bytes inside `payload`, opened with JOSE.
     private func openedEvent(_ payload: DataPayload, keys: [JWEKey]) throws -> [UInt8] {
         let evt = try XCTUnwrap(payload["evt"])
-        return try JOSE.decode(compact: evt, keys: { kid in keys.first { $0.kid == kid } })
+        return try JOSE.decode(compact: evt, keys: { kid in keys.first { $0.headerKid == kid } })
     }
 
     private func openedJSON(_ payload: DataPayload, keys: [JWEKey]) throws -> JSONValue {
@@ -211,13 +211,15 @@ final class V2PayloadTests: XCTestCase {
 
     /// The event length that makes the payload exactly `size` bytes, nil when base64url skips that size.
     private func eventLength(payloadSize size: Int, key: JWEKey?) -> Int? {
-        let overhead = V2Payload.envelopeSize(kid: key?.kid)
+        let overhead = V2Payload.envelopeSize(kid: key?.headerKid)
         return (0...size).first { overhead + V2Payload.compactLength(eventLength: $0, key: key) == size }
     }
 
     /// A key, among kids of growing length, for which payloads of exactly 4063 and 4064 bytes exist.
-    private func boundaryKey(_ make: (String) throws -> JWEKey) throws -> JWEKey {
-        for kid in ["k1", "k12", "k123", "k1234"] {
+    private func boundaryKey(
+        kids: [String] = ["k1", "k12", "k123", "k1234"], _ make: (String) throws -> JWEKey
+    ) throws -> JWEKey {
+        for kid in kids {
             let key = try make(kid)
             if eventLength(payloadSize: 4063, key: key) != nil, eventLength(payloadSize: 4064, key: key) != nil {
                 return key
@@ -305,6 +307,14 @@ final class V2PayloadTests: XCTestCase {
     func testBoundariesDir() throws { try checkBoundaries(key: try boundaryKey { try self.dirKey($0) }) }
     func testBoundariesA256KW() throws { try checkBoundaries(key: try boundaryKey { try self.kwKey($0) }) }
     func testBoundariesRSAOAEP256() throws { try checkBoundaries(key: try boundaryKey { try self.rsaKey($0) }) }
+    /// A device key: ECDH-ES+A256KW, with a kid and without (no `kid` in the envelope then).
+    func testBoundariesECDHES() throws {
+        let device = try ECPrivateKey()
+        let withKid = try boundaryKey { JWEKey.ecdhESA256KW(kid: $0, privateKey: device) }
+        try checkBoundaries(key: withKid)
+        let withoutKid = try boundaryKey(kids: ["", "k", "k1", "k12", "k123"]) { JWEKey.ecdhESA256KW(kid: $0, privateKey: device) }
+        try checkBoundaries(key: withoutKid)
+    }
 
     func testMaximumSize() throws {
         for key in [nil, try kwKey(), try rsaKey()] {
@@ -402,12 +412,15 @@ final class V2PayloadTests: XCTestCase {
             .object(["keys": .array([.object(["kty": .string("oct"), "kid": .string("k1"), "alg": .string("dir")])])]),
             #"key "k1": field "k" is missing"#)
         assertKeyError(.object(["keys": .array([jwk("k1", "A128KW", secret(1))])]),
-            #"key "k1": field "alg" must be "dir", "A256KW" or "RSA-OAEP-256", not "A128KW""#)
+            #"key "k1": field "alg" must be "dir", "A256KW", "RSA-OAEP-256" or "ECDH-ES+A256KW", not "A128KW""#)
         assertKeyError(.object(["keys": .array([jwk("k1", "RSA-OAEP-256", secret(1))])]),
             #"key "k1": field "alg" RSA-OAEP-256 needs "kty":"RSA", not "oct""#)
         assertKeyError(
             .object(["keys": .array([.object(["kty": .string("EC"), "kid": .string("k1"), "alg": .string("dir")])])]),
-            #"key "k1": field "kty" must be "oct" or "RSA", not "EC""#)
+            #"key "k1": field "alg" dir needs "kty":"oct", not "EC""#)
+        assertKeyError(
+            .object(["keys": .array([.object(["kty": .string("OKP"), "kid": .string("k1"), "alg": .string("dir")])])]),
+            #"key "k1": field "kty" must be "oct", "RSA" or "EC", not "OKP""#)
         assertKeyError(
             .object(["keys": .array([.object(["kty": .string("oct"), "kid": .string("k1"), "alg": .string("dir"), "k": .number("1")])])]),
             #"key "k1": field "k" must be a string"#)
@@ -632,7 +645,7 @@ final class V2PayloadTests: XCTestCase {
 
         XCTAssertThrowsError(try KeyFile.load(text: pem)) { XCTAssertEqual("\($0)", "key file: a PEM key carries no key id: give its kid") }
         XCTAssertThrowsError(try KeyFile.load(text: try privateKey.publicKey.pemRepresentation(), kid: "kr")) {
-            XCTAssertEqual("\($0)", "key file: a PEM key file must hold an RSA private key (a public key cannot decrypt)")
+            XCTAssertEqual("\($0)", "key file: a PEM key file must hold a private key, RSA or P-256 (a public key cannot decrypt)")
         }
         let publicJWK = publicRSAJWKText(try privateKey.publicKey.pemRepresentation())
         XCTAssertThrowsError(try KeyFile.load(text: publicJWK)) {

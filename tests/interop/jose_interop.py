@@ -4,17 +4,19 @@
 Reads one JSON request on stdin: {"ops": [op, ...]}, writes {"results": [result, ...]} on stdout,
 one result per op, in order. A failing op yields {"error": "..."} instead of stopping the batch.
 
-Keys are JSON objects: {"kty": "oct", "k": <base64url>} or {"kty": "RSA", "pem": <PEM>}.
+Keys are JSON objects: {"kty": "oct", "k": <base64url>}, {"kty": "RSA", "pem": <PEM>} or
+{"kty": "EC", "jwk": <a P-256 JWK, with "d" to decrypt>}.
 Bytes travel as base64url without padding.
 
 Ops:
-  {"op": "encrypt", "lib": "joserfc"|"jwcrypto", "alg", "kid", "key", "payload"} -> {"token"}
+  {"op": "encrypt", "lib": "joserfc"|"jwcrypto", "alg", "kid"?, "key", "payload"} -> {"token"}
   {"op": "decrypt", "lib": "joserfc"|"jwcrypto", "token", "key"}                 -> {"payload", "header"}
   {"op": "make_unsecured", "lib": "joserfc"|"jwcrypto", "payload"}               -> {"token"}
   {"op": "parse_unsecured", "lib": "joserfc"|"jwcrypto"|"pyjwt", "token"}        -> {"payload", "header"}
   {"op": "rs256_sign", "lib": "pyjwt", "private_pem", "claims"}                  -> {"token"}
   {"op": "rs256_verify", "lib": "pyjwt"|"cryptography", "public_pem", "token"}   -> {"valid", "claims"?}
   {"op": "rsa_generate", "bits", "format": "pkcs1"|"pkcs8"}                       -> {"private_pem", "public_pem"}
+  {"op": "ec_generate"}                                                           -> {"jwk"} (P-256, with "d")
 
 Exit status: 0 when the batch ran (individual ops may still report errors), 2 for a malformed
 request, 3 when a required module is missing (the message on stderr says which).
@@ -31,7 +33,7 @@ try:
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
     from joserfc import jwe as rfc_jwe
     from joserfc import jws as rfc_jws
-    from joserfc.jwk import OctKey, RSAKey
+    from joserfc.jwk import ECKey, OctKey, RSAKey
     from jwcrypto import jwe as jc_jwe
     from jwcrypto import jwk as jc_jwk
     from jwcrypto import jws as jc_jws
@@ -59,17 +61,23 @@ def header_of(token: str) -> dict:
 def joserfc_key(key: dict):
     if key["kty"] == "oct":
         return OctKey.import_key(b64d(key["k"]))
+    if key["kty"] == "EC":
+        return ECKey.import_key(key["jwk"])
     return RSAKey.import_key(key["pem"])
 
 
 def jwcrypto_key(key: dict):
     if key["kty"] == "oct":
         return jc_jwk.JWK(kty="oct", k=key["k"])
+    if key["kty"] == "EC":
+        return jc_jwk.JWK(**key["jwk"])
     return jc_jwk.JWK.from_pem(key["pem"].encode("ascii"))
 
 
 def encrypt(op: dict) -> dict:
-    header = {"alg": op["alg"], "enc": ENC, "kid": op["kid"]}
+    header = {"alg": op["alg"], "enc": ENC}
+    if op.get("kid") is not None:
+        header["kid"] = op["kid"]
     payload = b64d(op["payload"])
     if op["lib"] == "joserfc":
         token = rfc_jwe.encrypt_compact(header, payload, joserfc_key(op["key"]), algorithms=[op["alg"], ENC])
@@ -153,7 +161,12 @@ def rsa_generate(op: dict) -> dict:
     return {"private_pem": private_pem.decode("ascii"), "public_pem": public_pem.decode("ascii")}
 
 
+def ec_generate(op: dict) -> dict:
+    return {"jwk": ECKey.generate_key("P-256", private=True).as_dict(private=True)}
+
+
 OPS = {
+    "ec_generate": ec_generate,
     "encrypt": encrypt,
     "decrypt": decrypt,
     "make_unsecured": make_unsecured,

@@ -11,7 +11,7 @@ func makeApps(count: Int, perApp: Int) -> [AppIndex] {
     (0..<count).map { appNumber in
         let index = AppIndex(app: "app\(appNumber)")
         for subscription in 0..<perApp {
-            let path = DataPath(validatedSegments: ["users", "u\(subscription)", "inbox"])
+            let path = DataPath(validatedSegments: ["users", "u\(subscription)", "inbox"].map { ExactString($0) })
             let mode: SubscriptionMode = subscription % 3 == 0 ? .noData : (subscription % 3 == 1 ? .value : .childEvent)
             index.subscribe(
                 path: path, subscriber: SubscriberKey(token: token(appNumber * perApp + subscription)),
@@ -28,7 +28,7 @@ let benchmarks: @Sendable () -> Void = {
     let apps = makeApps(count: 10_000, perApp: 100)
     let events: [ChangeEvent] = (0..<100).map { user in
         ChangeEvent(
-            app: "app42", path: DataPath(validatedSegments: ["users", "u\(user)", "inbox", "m1"]), operation: .set,
+            app: "app42", path: DataPath(validatedSegments: ["users", "u\(user)", "inbox", "m1"].map { ExactString($0) }), operation: .set,
             after: .object(["text": .string("hello"), "from": .string("u7")]))
     }
     Benchmark("match: write below a subscription, 1M subscriptions in 10k apps") { benchmark in
@@ -44,7 +44,7 @@ let benchmarks: @Sendable () -> Void = {
     let big = AppIndex(app: "big")
     for subscription in 0..<1_000_000 {
         big.subscribe(
-            path: DataPath(validatedSegments: ["users", "u\(subscription)"]), subscriber: SubscriberKey(token: token(subscription)),
+            path: DataPath(validatedSegments: ["users", "u\(subscription)"].map { ExactString($0) }), subscriber: SubscriberKey(token: token(subscription)),
             settings: SubscriptionSettings(mode: .noData, expiresAt: .max))
     }
     let single = ChangeEvent(app: "big", path: DataPath(validatedSegments: ["users", "u123456", "x"]), operation: .set, after: .number("1"))
@@ -62,8 +62,8 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
 
-    var children: [String: JSONValue] = [:]
-    for child in 0..<20 { children["child\(child)"] = .object(["v": .number(String(child)), "s": .string("text \(child)")]) }
+    var children: [ExactString: JSONValue] = [:]
+    for child in 0..<20 { children[ExactString("child\(child)")] = .object(["v": .number(String(child)), "s": .string("text \(child)")]) }
     let old = JSONValue.object(children)
     var updated = children
     updated["child3"] = .string("changed")
@@ -83,5 +83,6 @@ let benchmarks: @Sendable () -> Void = {
     }
 
     v2PayloadBenchmarks()
+    deviceEncryptionBenchmarks()
     retryBenchmarks()
 }

@@ -76,11 +76,11 @@ func retryBenchmarks() {
     let value = (try? JSONParser.parse(hundredByteValueJSON)) ?? .null
 
     // 10,000 subscriptions each with one pending notification backing off until far in the future.
-    let queue = RetryQueue()
+    let queue = DeliveryQueue()
     for subscription in 0..<10_000 {
         queue.enqueue(
             PendingNotification(
-                app: "app\(subscription % 100)", path: DataPath(validatedSegments: ["users", "u\(subscription)", "inbox"]),
+                app: "app\(subscription % 100)", path: DataPath(validatedSegments: ["users", "u\(subscription)", "inbox"].map { ExactString($0) }),
                 subscriber: SubscriberKey(token: token(subscription)), format: .v1, content: .value(value),
                 scope: "fcm:project", origin: "event-\(subscription)", firstFailureAt: 1_000, attempt: 1,
                 notBefore: 1_000_000))
@@ -90,7 +90,7 @@ func retryBenchmarks() {
     // (completed) before it is reused.
     let fresh: [PendingNotification] = (0..<1_024).map { number in
         PendingNotification(
-            app: "app7", path: DataPath(validatedSegments: ["users", "fresh\(number)", "inbox"]),
+            app: "app7", path: DataPath(validatedSegments: ["users", "fresh\(number)", "inbox"].map { ExactString($0) }),
             subscriber: SubscriberKey(token: token(1_000_000 + number)), format: .v1, content: .value(value),
             scope: "fcm:project", origin: "event-fresh-\(number)", firstFailureAt: 0)
     }

@@ -40,6 +40,9 @@ public struct PendingNotification: Sendable, Equatable {
     public var path: DataPath
     public var subscriber: SubscriberKey
     public var format: NotificationFormat
+    /// The device's own key (v2 `encryption`): the payload is encrypted for it, not for the app's key. Stored with
+    /// the retries, so a revoke sent after its subscription is gone is still encrypted for the device.
+    public var encryption: DeviceEncryption?
     public var content: NotificationContent
     /// The pause scope the notification belongs to, chosen by the caller (e.g. `"fcm:<project-id>"`): a
     /// project-wide pause (``DeliveryQueue/pause(scope:until:)``) holds back every notification of the scope.
@@ -65,13 +68,14 @@ public struct PendingNotification: Sendable, Equatable {
 
     public init(
         app: String, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat,
-        content: NotificationContent, scope: String = "", origin: String = "", firstFailureAt: Double,
-        attempt: Int = 0, notBefore: Double? = nil
+        encryption: DeviceEncryption? = nil, content: NotificationContent, scope: String = "", origin: String = "",
+        firstFailureAt: Double, attempt: Int = 0, notBefore: Double? = nil
     ) {
         self.app = app
         self.path = path
         self.subscriber = subscriber
         self.format = format
+        self.encryption = encryption
         self.content = content
         self.scope = scope
         self.origin = origin
@@ -84,7 +88,7 @@ public struct PendingNotification: Sendable, Equatable {
 
     /// The stored fields only (`holds` and `payload` are transient).
     public static func == (left: PendingNotification, right: PendingNotification) -> Bool {
-        left.key == right.key && left.format == right.format && left.content == right.content
+        left.key == right.key && left.format == right.format && left.encryption == right.encryption && left.content == right.content
             && left.scope.bytesEqual(right.scope) && left.origin == right.origin && left.firstFailureAt == right.firstFailureAt
             && left.attempt == right.attempt && left.notBefore == right.notBefore
     }

@@ -5,6 +5,7 @@
 ///     key:   ["retry","toto","/some/path","mobile","<token>",""]        (app, path, kind, token, uid)
 ///     value: [{"attempt":2,"content":{"t":"value","v":{"a":1}},"first":1767225600.5,"format":"v1",
 ///              "notBefore":1767225604.1,"origin":"<event id>","scope":"toto"}]
+///     (+ "encryption":{"alg":…,"jwk":{…}} for a subscription with a device key)
 public struct RetryRecord: Sendable, Equatable {
     public var key: RetryKey
     /// Empty: nothing pending (written as a tombstone).
@@ -30,11 +31,13 @@ public struct RetryRecord: Sendable, Equatable {
     }
 
     static func encode(_ entry: PendingNotification) -> JSONValue {
-        .object([
+        var members: [ExactString: JSONValue] = [
             "attempt": .number(String(entry.attempt)), "content": encode(entry.content),
             "first": .number(String(entry.firstFailureAt)), "format": .string(entry.format.rawValue),
             "notBefore": .number(String(entry.notBefore)), "origin": .string(entry.origin), "scope": .string(entry.scope),
-        ])
+        ]
+        if let encryption = entry.encryption { members["encryption"] = encryption.json }
+        return .object(members)
     }
 
     static func encode(_ content: NotificationContent) -> JSONValue {
@@ -103,9 +106,16 @@ public struct RetryRecord: Sendable, Equatable {
                 let attemptNumber = item["attempt"]?.doubleValue, let attempt = Int(exactly: attemptNumber),
                 (0...Self.maximumAttempt).contains(attempt)
             else { throw SubscriptionRecord.DecodingError(description: "bad retry record entry") }
+            var encryption: DeviceEncryption? = nil
+            if let member = item["encryption"] {
+                guard let decoded = DeviceEncryption.decode(member) else {
+                    throw SubscriptionRecord.DecodingError(description: "bad retry record entry: unreadable device key (encryption)")
+                }
+                encryption = decoded
+            }
             entries.append(
                 PendingNotification(
-                    app: app, path: path, subscriber: subscriber, format: format, content: content,
+                    app: app, path: path, subscriber: subscriber, format: format, encryption: encryption, content: content,
                     scope: item["scope"]?.stringValue ?? app, origin: item["origin"]?.stringValue ?? "",
                     firstFailureAt: first, attempt: attempt, notBefore: notBefore))
         }

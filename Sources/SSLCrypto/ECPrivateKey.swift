@@ -1,0 +1,122 @@
+import COpenSSL
+
+/// A private key on P-256, for ECDH (JWE `ECDH-ES`, RFC 7518 §4.6): an ephemeral key drawn per message on the
+/// encrypting side, a device's key on the decrypting side. Immutable after creation and safe to share between
+/// threads: every operation uses its own OpenSSL context.
+public final class ECPrivateKey: @unchecked Sendable {
+    /// The owned `EVP_PKEY*`; never mutated after init.
+    let pkey: OpaquePointer
+
+    /// Draws a new key (OpenSSL's DRBG).
+    public init() throws {
+        ERR_clear_error()
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
+            throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_name(EC) failed")
+        }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var generated: OpaquePointer? = nil
+        guard EVP_PKEY_keygen_init(ctx) == 1,
+              EVP_PKEY_CTX_set_group_name(ctx, "P-256") == 1,
+              EVP_PKEY_generate(ctx, &generated) == 1,
+              let generated
+        else { throw CryptoError.openSSL("P-256 key generation failed") }
+        pkey = generated
+    }
+
+    /// The key of a JWK (`d`, `x`, `y`: 32 big-endian bytes each, RFC 7518 §6.2.2.1); refuses a `d` whose public
+    /// point is not (`x`, `y`).
+    public init(d: [UInt8], x: [UInt8], y: [UInt8]) throws {
+        let size = ECPublicKey.scalarByteCount
+        guard d.count == size, x.count == size, y.count == size else {
+            throw CryptoError("P-256 private key: d, x and y must be 32 bytes each")
+        }
+        let loaded: OpaquePointer
+        do {
+            loaded = try KeyParameters.key(
+                type: "EC", selection: KeyParameters.keyPairSelection,
+                [("group", .utf8("P-256")), ("pub", .octets([0x04] + x + y)), ("priv", .unsigned(d))])
+        } catch {
+            ERR_clear_error()
+            throw CryptoError("P-256 private key: not a valid key (the point (x, y) is not on the curve)")
+        }
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, loaded, nil) else {
+            EVP_PKEY_free(loaded)
+            throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_pkey failed")
+        }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        // The pair check: d in [1, n-1] and d·G = (x, y).
+        guard EVP_PKEY_pairwise_check(ctx) == 1 else {
+            ERR_clear_error()
+            EVP_PKEY_free(loaded)
+            throw CryptoError("P-256 private key: d does not match the public point (x, y)")
+        }
+        pkey = loaded
+    }
+
+    /// Loads a PEM private key (PKCS#8 `BEGIN PRIVATE KEY` or SEC 1 `BEGIN EC PRIVATE KEY`) on P-256; encrypted
+    /// keys are refused.
+    public init(pem: String) throws {
+        ERR_clear_error()
+        let loaded = try PEM.withReadBIO(pem) { bio in
+            PEM_read_bio_PrivateKey(bio, nil, PEM.noPassphrase, nil)
+        }
+        guard let loaded else { throw CryptoError.openSSL("ECPrivateKey: cannot read PEM private key") }
+        guard EVP_PKEY_is_a(loaded, "EC") == 1, Self.isP256(loaded) else {
+            EVP_PKEY_free(loaded)
+            ERR_clear_error()
+            throw CryptoError("ECPrivateKey: not an EC key on P-256")
+        }
+        pkey = loaded
+    }
+
+    deinit { EVP_PKEY_free(pkey) }
+
+    private static func isP256(_ pkey: OpaquePointer) -> Bool {
+        var buffer = [CChar](repeating: 0, count: 80)
+        var length = 0
+        guard EVP_PKEY_get_group_name(pkey, &buffer, buffer.count, &length) == 1, length > 0, length < buffer.count else {
+            return false
+        }
+        let name = String(decoding: buffer.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        return ["prime256v1", "P-256", "secp256r1"].contains(name)
+    }
+
+    /// The matching public key (shares the same immutable OpenSSL key).
+    public var publicKey: ECPublicKey {
+        EVP_PKEY_up_ref(pkey)
+        return ECPublicKey(retained: pkey)
+    }
+
+    /// The key as unencrypted PKCS#8 PEM (`BEGIN PRIVATE KEY`).
+    public func pemRepresentation() throws -> String {
+        try PEM.writeToString("PEM_write_bio_PrivateKey failed") { bio in
+            PEM_write_bio_PrivateKey(bio, pkey, nil, nil, 0, nil, nil)
+        }
+    }
+
+    /// The ECDH shared secret `Z` with `peer` (the x coordinate of d·Q, 32 bytes; SP 800-56A §5.7.1.2).
+    ///
+    /// `peer` was checked when it was made (on the curve, not the point at infinity; the cofactor of P-256 is 1,
+    /// so that is the full check), so it is not checked again here.
+    public func sharedSecret(with peer: ECPublicKey) throws -> [UInt8] {
+        guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else {
+            throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_pkey failed")
+        }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var failed = false
+        let secret = makeBytes(count: ECPublicKey.scalarByteCount) { out in
+            var length = ECPublicKey.scalarByteCount
+            guard EVP_PKEY_derive_init(ctx) == 1,
+                  EVP_PKEY_derive_set_peer_ex(ctx, peer.pkey, 0) == 1,
+                  EVP_PKEY_derive(ctx, out, &length) == 1,
+                  length == ECPublicKey.scalarByteCount
+            else {
+                failed = true
+                return 0
+            }
+            return length
+        }
+        if failed { throw CryptoError.openSSL("ECDH failed") }
+        return secret
+    }
+}
