@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Providers",
             dependencies: [
-                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging",
+                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging", "PushCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -59,11 +59,13 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
     public var kind: SubscriberKind
     public var mode: SubscriptionMode
     public var path: DataPath
-    /// The push token (FCM registration token, HMS token).
+    /// The push token (FCM registration token, HMS token); a webhook's free text, echoed in each delivery.
     public var context: String
     /// Nil: the app's default lifetime. 0: delete the subscription.
     public var expirationTimestampSeconds: Int64?
     public var format: NotificationFormat
+    /// `webhook` only: the `https://` URL deliveries are POSTed to (syntax checked; addresses by the service).
+    public var destination: String? = nil
 
     public init(
         kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String, expirationTimestampSeconds: Int64?,
@@ -88,6 +90,8 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     public var context: String
     public var expirationTimestampSeconds: Int64
     public var format: NotificationFormat
+    /// `webhook` only: the URL deliveries are POSTed to.
+    public var destination: String? = nil
 
     public init(
         id: String, uid: String, kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String,
@@ -104,11 +108,13 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     }
 
     public var json: JSONValue {
-        .object([
+        var members: [ExactString: JSONValue] = [
             "id": .string(id), "uid": .string(uid), "kind": .string(kind.rawValue), "mode": .string(mode.rawValue),
             "path": .string(path.description), "context": .string(context),
             "expirationTimestampSeconds": .number(String(expirationTimestampSeconds)), "format": .string(format.rawValue),
-        ])
+        ]
+        if let destination { members["destination"] = .string(destination) }
+        return .object(members)
     }
 }
 
@@ -143,6 +149,8 @@ public struct V2PartialRequest: Sendable, Equatable {
     public var context: String?
     public var expirationTimestampSeconds: Int64?
     public var format: NotificationFormat?
+    /// `webhook` only: the URL deliveries are POSTed to (part of the identity).
+    public var destination: String? = nil
 
     public init(
         kind: SubscriberKind? = nil, mode: SubscriptionMode? = nil, path: DataPath? = nil, context: String? = nil,
