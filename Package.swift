@@ -170,7 +170,7 @@ let package = Package(
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(
             name: "ProvidersTests",
-            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", "TestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", "PushCore", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "GatewayAPITests",
