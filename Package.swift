@@ -90,7 +90,7 @@ let package = Package(
         .target(
             name: "Providers",
             dependencies: [
-                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging",
+                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging", "PushCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -172,7 +172,7 @@ let package = Package(
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(
             name: "ProvidersTests",
-            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", "TestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", "PushCore", "TestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "GatewayAPITests",

@@ -38,6 +38,12 @@ public struct HTTPRequest: Sendable {
     /// Send the URL's path exactly as given (`CURLOPT_PATH_AS_IS`): libcurl then never squashes `/../` or `/./`
     /// segments. For calls whose path was built and checked by the caller (a call forwarded to another replica).
     public var pathAsIs: Bool = false
+    /// Connect to this address instead of resolving the URL's host (`CURLOPT_CONNECT_TO`): the host name still
+    /// goes in `Host`, SNI and the certificate check. An IP address (IPv6 without brackets); also bypasses any
+    /// proxy, so the address checked by the caller is the one connected to (webhook destinations).
+    public var connectAddress: String? = nil
+    /// A PEM file of CA certificates for this request, instead of the client's ``HTTPClientConfiguration/caFile``.
+    public var caFile: String? = nil
 
     /// Creates a request. The default timeout is 10 seconds.
     public init(

@@ -9,6 +9,7 @@ final class Transfer {
     let easy: CurlEasyHandle
     private let maxBodySize: Int
     private var headerList: UnsafeMutablePointer<curl_slist>?
+    private var connectToList: UnsafeMutablePointer<curl_slist>?
 
     private(set) var responseHeaders: [(name: String, value: String)] = []
     private(set) var responseBody: [UInt8] = []
@@ -26,6 +27,7 @@ final class Transfer {
 
     deinit {
         curl_slist_free_all(headerList)
+        curl_slist_free_all(connectToList)
     }
 
     /// Sets every option of the request on the easy handle. `cleartextMode` is the gate's decision for an
@@ -56,8 +58,18 @@ final class Transfer {
         let timeout = request.timeout.curlMilliseconds
         try easy.set(CURLOPT_TIMEOUT_MS, timeout)
         try easy.set(CURLOPT_CONNECTTIMEOUT_MS, Swift.min(timeout, configuration.connectTimeout.curlMilliseconds))
-        if let caFile = configuration.caFile {
+        if let caFile = request.caFile ?? configuration.caFile {
             try easy.set(CURLOPT_CAINFO, caFile)
+        }
+        if let address = request.connectAddress {
+            // "HOST:PORT:CONNECT-TO-HOST:CONNECT-TO-PORT", empty host and port: any host and port of the URL.
+            let host = address.contains(":") ? "[\(address)]" : address
+            guard address.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }), let entry = curl_slist_append(nil, "::\(host):") else {
+                throw HTTPClientError(code: .invalidRequest, message: "invalid connect address")
+            }
+            connectToList = entry
+            try easy.set(CURLOPT_CONNECT_TO, pointer: UnsafeMutableRawPointer(entry))
+            try easy.set(CURLOPT_NOPROXY, "*")
         }
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
         easy.errorBuffer[0] = 0

@@ -24,6 +24,9 @@ public struct AppProfileBuilder: Sendable {
     /// The sender of an app (or a kind of subscriber) without provider credentials: ``ConsoleSink``.
     let consoleSink: @Sendable (_ app: String) -> any PushSender
     let logger: Logger
+    /// The client of webhook deliveries, apart from the providers' so that slow receivers never hold their
+    /// requests' places. Nil (tests): webhook subscriptions are delivered to the console sink.
+    public var webhookHTTPClient: HTTPClient? = nil
 
     public init(
         httpClient: HTTPClient?, fcm: FCMConfiguration, hms: HMSConfiguration = HMSConfiguration(),
@@ -126,6 +129,7 @@ public struct AppProfileBuilder: Sendable {
         } else {
             senders[.huawei] = consoleSink(name)
         }
+        senders[.webhook] = try webhookSender(name: name, settings: settings)
         Self.warnAboutUnboundKeys(app: name, keys: keys, settings: settings, logger: logger)
         let verifier =
             keys.isEmpty ? nil : JWTVerifier(keys: keys, issuer: settings.issuer, audience: settings.audience)
@@ -133,6 +137,25 @@ public struct AppProfileBuilder: Sendable {
             name: name, settings: settings, verifier: verifier, rules: rules,
             rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
             fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint)
+    }
+
+    /// The app's webhook sender: its secrets checked; the console sink without an HTTP client (tests), nil when
+    /// the app has no webhook secret (its webhook subscriptions are refused).
+    func webhookSender(name: String, settings: AppSettings) throws(ConfigurationError) -> (any PushSender)? {
+        guard let webhook = settings.webhook, !webhook.secrets.isEmpty else { return nil }
+        let signer: WebhookSigner
+        do {
+            signer = try WebhookSigner(secrets: webhook.secrets)
+        } catch {
+            throw ConfigurationError("webhook.secrets: \(error.description)")
+        }
+        guard let webhookHTTPClient else { return consoleSink(name) }
+        let client = WebhookClient(
+            http: webhookHTTPClient, signer: signer,
+            settings: WebhookClient.Settings(
+                allowPrivateDestinations: webhook.allowPrivateDestinations, caFile: webhook.caFile.isEmpty ? nil : webhook.caFile,
+                timeout: .milliseconds(webhook.timeoutMs)))
+        return WebhookSender(app: name, client: client, maxInFlightPerHost: webhook.maxInFlightPerHost)
     }
 
     /// An RS256/ES256 key is often an identity provider's, shared by all its tenants: without `issuer` and

@@ -30,6 +30,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var rules: JSONValue?
     /// Limits on what one client can create (``AppQuotas``).
     public var quotas = AppQuotas()
+    /// `kind: "webhook"` subscriptions: signing secrets, private destinations, limits (``WebhookSettings``).
+    public var webhook: WebhookSettings?
 
     public init() {}
 
@@ -70,6 +72,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         }
         guard shadowMaxBytes > 0 else { throw ConfigurationError("shadowMaxBytes must be positive") }
         try quotas.validate()
+        try webhook?.validate()
         if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }
         if let audience, audience.isEmpty { throw ConfigurationError("audience must not be empty (omit it to accept any)") }
         if let hms {
@@ -82,6 +85,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
         case encryption, rules, quotas
+        case webhook
     }
 
     public init(from decoder: any Decoder) throws {
@@ -98,6 +102,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         encryption = try c.decodeIfPresent(DecodedJSON.self, forKey: .encryption)?.value
         rules = try c.decodeIfPresent(DecodedJSON.self, forKey: .rules)?.value
         quotas = try c.decodeIfPresent(AppQuotas.self, forKey: .quotas) ?? quotas
+        webhook = try c.decodeIfPresent(WebhookSettings.self, forKey: .webhook)
     }
 }
 

@@ -22,6 +22,7 @@ final class AppStatusBoard: Sendable {
         var ourFaultErrors = 0
         var tokenDeadErrors = 0
         var retryableErrors = 0
+        var rejectedErrors = 0
     }
 
     private struct Entry {
@@ -68,6 +69,7 @@ final class AppStatusBoard: Sendable {
             case .ourFault: status.ourFaultErrors += 1
             case .tokenDead: status.tokenDeadErrors += 1
             case .retryable: status.retryableErrors += 1
+            case .rejected: status.rejectedErrors += 1
             }
             entries[ExactString(app), default: Entry()].providers[project] = status
         }
@@ -95,6 +97,7 @@ final class AppStatusBoard: Sendable {
                 "ourFaultErrors": .number(String(status.ourFaultErrors)),
                 "tokenDeadErrors": .number(String(status.tokenDeadErrors)),
                 "retryableErrors": .number(String(status.retryableErrors)),
+                "rejectedErrors": .number(String(status.rejectedErrors)),
             ]
             if let at = status.lastSuccessAt { document["lastSuccessAt"] = Self.time(at) }
             if let error = status.lastError {

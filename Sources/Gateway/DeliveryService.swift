@@ -206,7 +206,8 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         else {
             return completed(key)  // cannot be built (over 4093 bytes even without data): counted, dropped
         }
-        switch await sender.send(token: entry.subscriber.token, payload: payload) {
+        let messageID = entry.subscriber.kind == .webhook ? WebhookSender.messageID(origin: entry.origin, body: payload) : ""
+        switch await sender.send(token: entry.subscriber.token, payload: payload, messageID: messageID) {
         case .sent:
             metrics.notificationSent(provider: sender.provider)
             board?.sent(app: entry.app, project: sender.project)
@@ -218,6 +219,13 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             board?.failed(app: entry.app, project: sender.project, failure: failure)
             if failure.classification == .tokenDead {
                 tokenDead(key, reason: failure.reason)
+            } else if failure.classification == .rejected {
+                // The receiver refused this message: dropped (counted above), the line moves on, nobody revoked.
+                logger.warning(
+                    "the receiver refused a notification: dropped, the subscription stays",
+                    metadata: [LoggingKeys.app: "\(entry.app)", LoggingKeys.provider: "\(sender.provider)", LoggingKeys.reason: "\(failure.reason)"])
+                if entry.attempt > 0 { metrics.retryOutcome("rejected") }
+                completed(key)
             } else {
                 failed(key, entry, failure, provider: sender.provider)
             }

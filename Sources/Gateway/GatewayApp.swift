@@ -73,7 +73,10 @@ public struct GatewayApp {
             logger: logger)
         // Calls forwarded to the replica that owns an app's partition: HTTP/1.1 keep-alive between replicas.
         let peerClient = try HTTPClient(configuration: HTTPClientConfiguration(maxConnectionsPerHost: 8), logger: logger)
-        let profileBuilder = AppProfileBuilder(
+        // Webhook receivers are slow and fail in their own ways: their requests never take the providers' places.
+        let webhookClient = try HTTPClient(
+            configuration: HTTPClientConfiguration(maxConnectionsPerHost: 8, maxConcurrentRequests: 1000), logger: logger)
+        var profileBuilder = AppProfileBuilder(
             httpClient: httpClient,
             fcm: FCMConfiguration(
                 baseURL: configuration.fcm.baseURL,
@@ -85,6 +88,7 @@ public struct GatewayApp {
             maxInFlightPerProject: configuration.fcm.maxInFlightPerProject,
             allowInsecureEndpoints: configuration.allowInsecureEndpoints, consoleSink: consoleSink,
             logger: logger)
+        profileBuilder.webhookHTTPClient = webhookClient
 
         var clientProperties = kafka.properties
         clientProperties["bootstrap.servers"] = kafka.brokers
@@ -238,6 +242,7 @@ public struct GatewayApp {
         try await group.run()
         await httpClient.shutdown()
         await peerClient.shutdown()
+        await webhookClient.shutdown()
         logger.info("stopped")
     }
 }

@@ -200,6 +200,15 @@ public final class GatewayMetrics: Sendable {
 
     /// A write refused by a quota: `path_keys`, `user`, `device`, `app`, `app_bytes`, `partition_bytes`,
     /// `replica_bytes`, `anonymous_rate`, `client_rate`, `device_rate`, `user_rate`.
+    /// A webhook destination refused at subscribe time (loopback, private, link-local: the app does not allow
+    /// them). Refusals at delivery are `pushgateway_notifications_failed_total{provider="webhook",reason="address_refused"}`.
+    public func webhookDestinationRefused() {
+        counter(
+            "webhook_refused",
+            Self.name("webhook_destinations_refused", unit: "total", help: "Webhook subscriptions refused for their destination's address"), []
+        ).increment()
+    }
+
     public func quotaRefused(_ quota: String) {
         counter(
             "quota", Self.name("quota_refusals", unit: "total", help: "API writes refused by a per-app quota, by quota"),

@@ -16,6 +16,9 @@ struct PayloadBuilder: Sendable {
         encryption: DeviceEncryption? = nil, content: NotificationContent
     ) -> [UInt8]? {
         let app = profile.name
+        if subscriber.kind == .webhook {
+            return webhookBody(profile: profile, path: path, subscriber: subscriber, content: content)
+        }
         switch format {
         case .v1:
             guard let payload = V1Payload.build(app: app, path: path, content: content) else {
@@ -42,6 +45,27 @@ struct PayloadBuilder: Sendable {
                 return nil
             }
         }
+    }
+
+    /// A webhook delivery's body (docs/PAYLOADS.md, "Webhooks"): the v2 event as JSON, not wrapped in JOSE (the
+    /// request is HTTPS and signed), with the subscription's `context` added last. Cut down like a v2 payload
+    /// (`TooBig`, `OnlyKeys`) when larger than the app's `webhook.maxBodyBytes`; nil when even the smallest form is.
+    func webhookBody(profile: AppProfile, path: DataPath, subscriber: SubscriberKey, content: NotificationContent) -> [UInt8]? {
+        let limit = profile.settings.webhook?.maxBodyBytes ?? WebhookSettings().maxBodyBytes
+        let id = SubscriptionID.make(app: profile.name, path: path, subscriber: subscriber)
+        for degrade in V2Event.forms(for: content) {
+            var body = V2Event.bytes(app: profile.name, path: path, subscriptionID: id, content: content, degrade: degrade)
+            body.removeLast()  // the closing brace
+            body.append(contentsOf: #","context":"#.utf8)
+            JSONWriter.writeString(String(subscriber.context), into: &body)
+            body.append(UInt8(ascii: "}"))
+            if body.count <= limit { return body }
+        }
+        metrics.notificationFailed(provider: "webhook", reason: "payload_too_large")
+        logger.error(
+            "webhook body over the app's webhook.maxBodyBytes even without data: not sent",
+            metadata: [LoggingKeys.app: "\(profile.name)", LoggingKeys.sp: "\(path)"])
+        return nil
     }
 
     private func tooLarge(_ app: String, _ path: DataPath) {

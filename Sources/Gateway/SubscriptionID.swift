@@ -17,6 +17,8 @@ enum SubscriptionID {
     }
 
     static func make(app: String, path: DataPath, subscriber: SubscriberKey) -> String {
-        make(app: app, uid: subscriber.uid ?? "", kind: subscriber.kind, path: path, context: subscriber.token)
+        make(
+            app: app, uid: subscriber.uid ?? "", kind: subscriber.kind, destination: String(subscriber.destination), path: path,
+            context: String(subscriber.context))
     }
 }

@@ -234,7 +234,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         let (name, uid, token) = (caller.app, caller.uid, caller.token)
         let (partition, profile) = try writableApp(name)
         try checkPathDepth(request.path, profile: profile)
-        let subscriber = SubscriberKey(kind: request.kind, token: request.context, uid: uid)
+        let subscriber = try subscriber(kind: request.kind, destination: request.destination, context: request.context, format: request.format, uid: uid, profile: profile)
         let identity = RetryKey(app: name, path: request.path, subscriber: subscriber)
         let now = self.now
         var reservation: StateBudget.Reservation?
@@ -271,16 +271,22 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         if let current {
             if let kind = request.kind, kind != current.subscriber.kind { throw immutable("kind") }
             if let requested = request.path, requested != current.path { throw immutable("path") }
-            if let context = request.context, !context.bytesEqual(current.subscriber.token) { throw immutable("context") }
+            if let context = request.context, !context.bytesEqual(String(current.subscriber.context)) { throw immutable("context") }
+            if let destination = request.destination, !destination.bytesEqual(String(current.subscriber.destination)) {
+                throw immutable("destination")
+            }
+            if current.subscriber.kind == .webhook, request.format == .v1 { throw webhookFormat }
             path = current.path
             subscriber = current.subscriber
         } else {
-            guard let kind = request.kind, let requested = request.path, let context = request.context,
-                SubscriptionID.make(app: name, uid: uid, kind: kind, path: requested, context: context).bytesEqual(id)
+            guard let kind = request.kind, let requested = request.path, let context = request.context ?? (kind == .webhook ? "" : nil),
+                SubscriptionID.make(app: name, uid: uid, kind: kind, destination: request.destination ?? "", path: requested, context: context)
+                    .bytesEqual(id)
             else { throw .notFound("no subscription '\(id.prefix(64))' for this user") }
             try checkPathDepth(requested, profile: profile)
             path = requested
-            subscriber = SubscriberKey(kind: kind, token: context, uid: uid)
+            subscriber = try self.subscriber(
+                kind: kind, destination: request.destination, context: context, format: request.format ?? .v2, uid: uid, profile: profile)
         }
         let identity = RetryKey(app: name, path: path, subscriber: subscriber)
         let now = self.now
@@ -354,12 +360,41 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     func document(app: String, _ subscription: Subscription) -> V2SubscriptionDocument {
-        V2SubscriptionDocument(
+        var document = V2SubscriptionDocument(
             id: SubscriptionID.make(app: app, path: subscription.path, subscriber: subscription.subscriber),
             uid: subscription.subscriber.uid ?? "", kind: subscription.subscriber.kind, mode: subscription.settings.mode,
-            path: subscription.path, context: subscription.subscriber.token,
+            path: subscription.path, context: String(subscription.subscriber.context),
             expirationTimestampSeconds: subscription.settings.expiresAt, format: subscription.settings.format,
             filters: subscription.settings.filters, encryption: subscription.settings.encryption)
+        if subscription.subscriber.kind == .webhook { document.destination = String(subscription.subscriber.destination) }
+        return document
+    }
+
+    private var webhookFormat: APIError { .badRequest("a webhook receives the v2 event as JSON: 'format' must be v2") }
+
+    /// The subscriber of a v2 create: for a webhook, the destination checked against the app's settings (400
+    /// when the app has no webhook secret, when its host is a refused address literal or `localhost` and the
+    /// app does not allow private destinations; every address it resolves to is checked again at each delivery).
+    private func subscriber(
+        kind: SubscriberKind, destination: String?, context: String, format: NotificationFormat, uid: String, profile: AppProfile
+    ) throws(APIError) -> SubscriberKey {
+        guard kind == .webhook else { return SubscriberKey(kind: kind, token: context, uid: uid) }
+        guard let destination else { throw .badRequest("'destination' (the https:// URL to POST to) is required for a webhook") }
+        guard format == .v2 else { throw webhookFormat }
+        guard profile.sender(for: .webhook) != nil, let settings = profile.settings.webhook else {
+            throw .badRequest("application '\(profile.name.prefix(128))' has no webhook secret: webhook subscriptions are not enabled")
+        }
+        let url: WebhookURL
+        do {
+            url = try WebhookURL(destination)
+        } catch {
+            throw .badRequest("'destination': \(error.description)")
+        }
+        if !settings.allowPrivateDestinations, let refusal = url.refusal {
+            metrics.webhookDestinationRefused()
+            throw .badRequest("'destination' is \(refusal): refused (the app's settings do not allow private destinations)")
+        }
+        return .webhook(destination: destination, context: context, uid: uid)
     }
 
     /// Under the partition's lock: checks access and quotas, computes the expiry (the requested one, capped by

@@ -59,7 +59,7 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
     public var kind: SubscriberKind
     public var mode: SubscriptionMode
     public var path: DataPath
-    /// The push token (FCM registration token, HMS token).
+    /// The push token (FCM registration token, HMS token); a webhook's free text, echoed in each delivery.
     public var context: String
     /// Nil: the app's default lifetime. 0: delete the subscription.
     public var expirationTimestampSeconds: Int64?
@@ -68,6 +68,8 @@ public struct V2SubscriptionRequest: Sendable, Equatable {
     public var filters: SubscriptionFilters?
     /// The device's own public key (checked): its notifications are encrypted for it alone. v2 format only.
     public var encryption: DeviceEncryption?
+    /// `webhook` only: the `https://` URL deliveries are POSTed to (syntax checked; addresses by the service).
+    public var destination: String? = nil
 
     public init(
         kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String, expirationTimestampSeconds: Int64?,
@@ -97,6 +99,8 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
     public var filters: SubscriptionFilters?
     /// The device's public key, when the subscription has one.
     public var encryption: DeviceEncryption?
+    /// `webhook` only: the URL deliveries are POSTed to.
+    public var destination: String? = nil
 
     public init(
         id: String, uid: String, kind: SubscriberKind, mode: SubscriptionMode, path: DataPath, context: String,
@@ -123,6 +127,7 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
         ]
         if let filters { members["filters"] = filters.json }
         if let encryption { members["encryption"] = encryption.json }
+        if let destination { members["destination"] = .string(destination) }
         return .object(members)
     }
 }
@@ -172,6 +177,8 @@ public struct V2PartialRequest: Sendable, Equatable {
     public var filters: SubscriptionFilters?
     /// Nil: keep the device key (or its absence).
     public var encryption: EncryptionUpdate?
+    /// `webhook` only: the URL deliveries are POSTed to (part of the identity).
+    public var destination: String? = nil
 
     public init(
         kind: SubscriberKind? = nil, mode: SubscriptionMode? = nil, path: DataPath? = nil, context: String? = nil,

@@ -113,18 +113,22 @@ enum V2Routes {
 
     static func fullRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2SubscriptionRequest {
         let partial = try partialRequest(body)
-        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile or huawei") }
+        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile, huawei or webhook") }
         guard let path = partial.path else { throw .badRequest("'path' is required") }
-        guard let context = partial.context else { throw .badRequest("'context' (the device's push token) is required") }
+        let webhook = kind == .webhook
+        guard let context = partial.context ?? (webhook ? "" : nil) else { throw .badRequest("'context' (the device's push token) is required") }
+        if webhook && partial.destination == nil { throw .badRequest("'destination' (the https:// URL to POST to) is required for a webhook") }
         let format = partial.format ?? .v2
         var encryption: DeviceEncryption? = nil
         if case .set(let key)? = partial.encryption {
             guard format == .v2 else { throw encryptionNeedsV2 }
             encryption = key
         }
-        return V2SubscriptionRequest(
+        var request = V2SubscriptionRequest(
             kind: kind, mode: partial.mode ?? .noData, path: path, context: context,
             expirationTimestampSeconds: partial.expirationTimestampSeconds, format: format, filters: partial.filters, encryption: encryption)
+        request.destination = partial.destination
+        return request
     }
 
     /// 400 for a device key on a v1 subscription: v1 payloads are never encrypted.
@@ -149,12 +153,12 @@ enum V2Routes {
             return text
         }
         if let kind = try string("kind") {
-            if kind == "webhook" { throw .badRequest("kind 'webhook' is not supported yet: use mobile or huawei") }
             guard let parsed = SubscriberKind(rawValue: kind) else {
-                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile or huawei")
+                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile, huawei or webhook")
             }
             request.kind = parsed
         }
+        try parseWebhookFields(body, into: &request)
         if let mode = try string("mode") {
             guard let parsed = SubscriptionMode(rawValue: mode) else {
                 throw .badRequest("unknown mode '\(mode.prefix(64))': use noData, value or childEvent")
@@ -168,7 +172,7 @@ enum V2Routes {
                 throw .badRequest(error.description)
             }
         }
-        if let context = try string("context") {
+        if request.kind != .webhook, request.destination == nil, let context = try string("context") {
             guard !context.isEmpty else { throw .badRequest("'context' (the device's push token) must not be empty") }
             try validateDeviceID(context)
             request.context = context
@@ -194,6 +198,37 @@ enum V2Routes {
         }
         request.encryption = try encryptionUpdate(body)
         return request
+    }
+}
+
+extension V2Routes {
+    /// The longest webhook `destination` (bytes) and `context` (bytes) accepted.
+    static let maximumDestinationLength = 2048
+    static let maximumWebhookContextLength = 1024
+
+    /// `destination` (webhook only: an `https://` URL, checked by ``WebhookURL``) and a webhook's `context`
+    /// (free text, any Unicode, at most 1024 bytes).
+    static func parseWebhookFields(_ body: [ExactString: JSONValue], into request: inout V2PartialRequest) throws(APIError) {
+        if let value = body["destination"], value != .null {
+            guard let text = value.stringValue else { throw .badRequest("'destination' must be a string") }
+            guard request.kind == nil || request.kind == .webhook else { throw .badRequest("'destination' is only for kind 'webhook'") }
+            guard text.utf8.count <= maximumDestinationLength else {
+                throw .badRequest("'destination' is longer than \(maximumDestinationLength) bytes")
+            }
+            do {
+                _ = try WebhookURL(text)
+            } catch {
+                throw .badRequest("'destination': \(error.description)")
+            }
+            request.destination = text
+        }
+        if request.kind == .webhook || request.destination != nil, let value = body["context"], value != .null {
+            guard let text = value.stringValue else { throw .badRequest("'context' must be a string") }
+            guard text.utf8.count <= maximumWebhookContextLength else {
+                throw .badRequest("a webhook's 'context' is longer than \(maximumWebhookContextLength) bytes")
+            }
+            request.context = text
+        }
     }
 }
 

@@ -14,6 +14,8 @@ public enum SubscriberKind: String, Sendable, CaseIterable {
     case mobile
     /// Huawei Push Kit.
     case huawei
+    /// An HTTPS endpoint of the app's backend: Standard Webhooks-signed POSTs (``SubscriberKey/webhook(destination:context:uid:)``).
+    case webhook
 }
 
 /// The data-payload format a subscriber receives.
@@ -43,6 +45,25 @@ public struct SubscriberKey: Sendable, Hashable {
         self.token = token
         self.uidStorage = uid ?? ""
         self.kind = kind
+    }
+
+    /// A `webhook` subscriber: `token` holds the destination URL and the free-text context, separated by a
+    /// line feed (a destination never holds one), so the 6-tuple needs no field more per subscription.
+    public static func webhook(destination: String, context: String, uid: String?) -> SubscriberKey {
+        SubscriberKey(kind: .webhook, token: destination + "\n" + context, uid: uid)
+    }
+
+    /// The v2 `destination`: the webhook URL; empty for the other kinds.
+    public var destination: Substring {
+        guard kind == .webhook, let newline = token.utf8.firstIndex(of: 0x0A) else { return "" }
+        return token[..<newline]
+    }
+
+    /// The v2 `context`: the push token, or a webhook's free text.
+    public var context: Substring {
+        guard kind == .webhook else { return token[...] }
+        guard let newline = token.utf8.firstIndex(of: 0x0A) else { return token[...] }
+        return token[token.utf8.index(after: newline)...]
     }
 
     /// The device this subscriber reaches (kind and token), whatever the user.

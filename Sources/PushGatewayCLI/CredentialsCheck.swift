@@ -272,7 +272,7 @@ struct CredentialsCheck: Sendable {
                 : Finding(
                     subject: subject, status: .failed,
                     message: "\(project) accepted our credentials but says the device token is invalid or unregistered (\(detail))")
-        case .ourFault:
+        case .ourFault, .rejected:
             return Finding(
                 subject: subject, status: .failed,
                 message: "\(project) refused our request or credentials: \(detail)\(hint)")

@@ -88,7 +88,7 @@ public final class FCMClient: Sendable {
         ]
         switch failure.classification {
         case .ourFault: logger.warning("FCM send failed (our request or credentials)", metadata: metadata)
-        case .retryable, .tokenDead: logger.debug("FCM send failed", metadata: metadata)
+        case .retryable, .tokenDead, .rejected: logger.debug("FCM send failed", metadata: metadata)
         }
     }
 }

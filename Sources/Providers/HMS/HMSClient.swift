@@ -129,7 +129,7 @@ public final class HMSClient: Sendable {
             logger.warning("HMS send failed (our request or credentials)", metadata: metadata)
         case (.retryable, .unknown?), (.retryable, .success?):
             logger.warning("HMS answered an unknown result code; will retry", metadata: metadata)
-        case (.retryable, _), (.tokenDead, _):
+        case (.retryable, _), (.tokenDead, _), (.rejected, _):
             logger.debug("HMS send failed", metadata: metadata)
         }
     }

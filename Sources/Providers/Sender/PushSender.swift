@@ -6,4 +6,13 @@ public protocol PushSender: Sendable {
     /// The provider project it sends through (`fcm:<project id>`, `hms:<app id>`), for the per-app status.
     var project: String { get }
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome
+    /// The same, with the id of the message, the same for every attempt of it (a webhook's `webhook-id`).
+    /// By default the id is not used.
+    func send(token: String, payload: [UInt8], messageID: String) async -> DeliveryOutcome
+}
+
+extension PushSender {
+    public func send(token: String, payload: [UInt8], messageID: String) async -> DeliveryOutcome {
+        await send(token: token, payload: payload)
+    }
 }

@@ -10,6 +10,9 @@ public enum ProviderClassification: String, Hashable, Sendable, CustomStringConv
     /// Our request, configuration or credentials are wrong: never revoke anyone; report loudly
     /// (log, metric, per-app status) and retry later.
     case ourFault
+    /// The receiver refused this one message (a webhook's 4xx other than 410 and 429, a destination that
+    /// resolves to a refused address): it is dropped and counted; nobody is revoked, nothing is retried.
+    case rejected
 
     public var description: String { rawValue }
 }

@@ -1,0 +1,92 @@
+import CurlHTTP
+import PushCore
+
+/// Delivers to webhook destinations: one `POST` per notification, signed (``WebhookSigner``), to an address
+/// checked just before (``HostResolver``, ``IPAddress/refusal``) and pinned for the connection, so a name that
+/// resolves elsewhere between the check and the connection (DNS rebinding) cannot reach a refused address.
+///
+/// Outcomes (docs/DELIVERY.md): 2xx sent; 410 Gone revokes the subscription (``ProviderClassification/tokenDead``);
+/// 429, 5xx, timeouts, connection and name-resolution failures are retried (`Retry-After` honoured); any other
+/// status (4xx, 3xx: redirects are not followed) and a refused address are the receiver's fault
+/// (``ProviderClassification/rejected``): the notification is dropped and counted, nobody is revoked.
+public struct WebhookClient: Sendable {
+    public struct Settings: Sendable {
+        public var allowPrivateDestinations: Bool
+        public var caFile: String?
+        public var timeout: Duration
+
+        public init(allowPrivateDestinations: Bool = false, caFile: String? = nil, timeout: Duration = .seconds(15)) {
+            self.allowPrivateDestinations = allowPrivateDestinations
+            self.caFile = caFile
+            self.timeout = timeout
+        }
+    }
+
+    let http: HTTPClient
+    let signer: WebhookSigner
+    let settings: Settings
+    let resolver: HostResolver
+    let clock: @Sendable () -> Double
+
+    public init(
+        http: HTTPClient, signer: WebhookSigner, settings: Settings, resolver: HostResolver = HostResolver(),
+        clock: @escaping @Sendable () -> Double = { WallClock.now() }
+    ) {
+        self.http = http
+        self.signer = signer
+        self.settings = settings
+        self.resolver = resolver
+        self.clock = clock
+    }
+
+    /// Sends `body` to `destination` as message `messageID` (the same for every attempt of one message).
+    public func send(destination: String, messageID: String, body: [UInt8]) async -> DeliveryOutcome {
+        guard let url = try? WebhookURL(destination) else {
+            return .failed(DeliveryFailure(reason: "invalid_destination", classification: .rejected))
+        }
+        let addresses = await resolver.resolve(url.host)
+        guard let first = addresses.first else {
+            return .failed(DeliveryFailure(reason: "unresolved", classification: .retryable))
+        }
+        if !settings.allowPrivateDestinations, addresses.contains(where: { $0.refusal != nil }) {
+            return .failed(DeliveryFailure(reason: "address_refused", classification: .rejected))
+        }
+        let timestamp = Int64(clock())
+        var request = HTTPRequest(
+            method: .post, url: destination,
+            headers: [
+                ("content-type", "application/json"),
+                ("user-agent", "PushGateway-Webhook/1"),
+                ("webhook-id", messageID),
+                ("webhook-timestamp", String(timestamp)),
+                ("webhook-signature", signer.signature(id: messageID, timestamp: timestamp, body: body)),
+            ],
+            body: body, timeout: settings.timeout)
+        request.connectAddress = first.description
+        request.caFile = settings.caFile
+        let response: HTTPResponse
+        do {
+            response = try await http.send(request)
+        } catch let error as HTTPClientError {
+            return .failed(DeliveryFailure(reason: error.isTimeout ? "timeout" : "transport", classification: .retryable))
+        } catch {
+            return .failed(DeliveryFailure(reason: "cancelled", classification: .retryable))
+        }
+        return Self.classify(status: response.status, retryAfter: response.header("retry-after"), now: clock())
+    }
+
+    /// What an answer's status means (see the type's documentation).
+    static func classify(status: Int, retryAfter: String?, now: Double) -> DeliveryOutcome {
+        switch status {
+        case 200...299:
+            return .sent
+        case 410:
+            return .failed(DeliveryFailure(reason: "http_410", classification: .tokenDead))
+        case 429, 500...599:
+            let wait = retryAfter.flatMap { RetryAfter.seconds(from: $0, now: now) }
+            return .failed(DeliveryFailure(reason: "http_\(status)", classification: .retryable, retryAfter: wait))
+        default:
+            return .failed(DeliveryFailure(reason: "http_\(status)", classification: .rejected))
+        }
+    }
+}

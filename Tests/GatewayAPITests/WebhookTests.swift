@@ -1,0 +1,79 @@
+import CompactJSON
+import Logging
+import PushCore
+import XCTest
+
+@testable import Gateway
+@testable import GatewayAPI
+
+final class WebhookTests: XCTestCase {
+    func testHostLimitsBoundEachHostAndForgetIdleOnes() async {
+        let limits = HostLimits(perHost: 2)
+        await limits.acquire("a")
+        await limits.acquire("a")
+        await limits.acquire("b")  // another host is not held up by a's
+        XCTAssertEqual(limits.inFlight("a"), 2)
+        let third = Task { await limits.acquire("a") }
+        limits.release("a")  // hands its place to the waiter
+        await third.value
+        XCTAssertEqual(limits.inFlight("a"), 2)
+        limits.release("a")
+        limits.release("a")
+        limits.release("b")
+        XCTAssertEqual(limits.inFlight("a"), 0)
+        XCTAssertEqual(limits.inFlight("b"), 0)
+    }
+
+    func testMessageIDIsStableForOneMessageAndDiffersBetweenMessages() {
+        let body = Array(#"{"t":"v"}"#.utf8)
+        let id = WebhookSender.messageID(origin: "evt-1", body: body)
+        XCTAssertTrue(id.hasPrefix("msg_"))
+        XCTAssertEqual(id.count, 26)
+        XCTAssertEqual(id, WebhookSender.messageID(origin: "evt-1", body: body))
+        XCTAssertNotEqual(id, WebhookSender.messageID(origin: "evt-2", body: body))
+        XCTAssertNotEqual(id, WebhookSender.messageID(origin: "evt-1", body: Array(#"{"t":"r"}"#.utf8)))
+    }
+
+    func testV2BodyParsingOfWebhooks() throws {
+        func parse(_ json: String) throws(APIError) -> V2SubscriptionRequest {
+            guard case .object(let object)? = try? JSONParser.parse(Array(json.utf8)) else { fatalError("bad test JSON") }
+            return try V2Routes.fullRequest(object)
+        }
+        let request = try parse(#"{"kind":"webhook","path":"/a","destination":"https://h.example/x","context":"free text é"}"#)
+        XCTAssertEqual(request.kind, .webhook)
+        XCTAssertEqual(request.destination, "https://h.example/x")
+        XCTAssertEqual(request.context, "free text é")
+        XCTAssertEqual(try parse(#"{"kind":"webhook","path":"/a","destination":"https://h.example/x"}"#).context, "")
+        for bad in [
+            #"{"kind":"webhook","path":"/a"}"#, #"{"kind":"webhook","path":"/a","destination":"http://h.example/"}"#,
+            #"{"kind":"mobile","path":"/a","context":"t","destination":"https://h.example/"}"#,
+            #"{"kind":"webhook","path":"/a","destination":7}"#,
+        ] {
+            XCTAssertThrowsError(try parse(bad), bad)
+        }
+    }
+
+    func testWebhookBodyIsTheEventWithItsContextAndIsCutDownToTheLimit() throws {
+        var settings = AppSettings()
+        settings.webhook = WebhookSettings()
+        settings.webhook?.secrets = ["whsec_" + String(repeating: "A", count: 32)]
+        settings.webhook?.maxBodyBytes = 1024
+        let profile = try AppProfileBuilder(httpClient: nil, fcm: .init(), logger: Logger(label: "test"))
+            .build(name: "toto", settings: settings, previous: nil)
+        let builder = PayloadBuilder(metrics: GatewayMetrics(), logger: Logger(label: "test"))
+        let path = try DataPath("/a")
+        let subscriber = SubscriberKey.webhook(destination: "https://h.example/x", context: "c\"1", uid: "alice")
+        let id = SubscriptionID.make(app: "toto", path: path, subscriber: subscriber)
+        let small = builder.payload(profile: profile, path: path, subscriber: subscriber, format: .v2, content: .value(.number("1")))
+        XCTAssertEqual(
+            small.map { String(decoding: $0, as: UTF8.self) },
+            #"{"t":"v","m":"value","a":"toto","v":1,"s":"OK","p":"/a","id":"\#(id)","context":"c\"1"}"#)
+        let big = builder.payload(
+            profile: profile, path: path, subscriber: subscriber, format: .v2, content: .value(.string(String(repeating: "z", count: 2000))))
+        XCTAssertEqual(
+            big.map { String(decoding: $0, as: UTF8.self) },
+            #"{"t":"v","m":"value","a":"toto","s":"TooBig","p":"/a","id":"\#(id)","context":"c\"1"}"#)
+        // The 6-tuple's id: destination and context are separate parts.
+        XCTAssertEqual(id, SubscriptionID.make(app: "toto", uid: "alice", kind: .webhook, destination: "https://h.example/x", path: path, context: "c\"1"))
+    }
+}
