@@ -411,6 +411,9 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             throw .badRequest(error.description)
         }
         if encryption != nil, format != .v2 { throw .badRequest("'encryption' needs format v2 (v1 payloads are never encrypted)") }
+        if encryption != nil, subscriber.kind == .webhook {
+            throw .badRequest("'encryption' is for device subscriptions: a webhook receives the v2 event as JSON over HTTPS")
+        }
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
         let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)
         if let expiration, expiration <= now {

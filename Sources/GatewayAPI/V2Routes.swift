@@ -118,6 +118,7 @@ enum V2Routes {
         let webhook = kind == .webhook
         guard let context = partial.context ?? (webhook ? "" : nil) else { throw .badRequest("'context' (the device's push token) is required") }
         if webhook && partial.destination == nil { throw .badRequest("'destination' (the https:// URL to POST to) is required for a webhook") }
+        if webhook, case .set? = partial.encryption { throw encryptionNotForWebhooks }
         let format = partial.format ?? .v2
         var encryption: DeviceEncryption? = nil
         if case .set(let key)? = partial.encryption {
@@ -130,6 +131,10 @@ enum V2Routes {
         request.destination = partial.destination
         return request
     }
+
+    /// 400 for a device key on a webhook subscription: its deliveries are the v2 event as JSON over HTTPS.
+    static let encryptionNotForWebhooks = APIError.badRequest(
+        "'encryption' is for device subscriptions: a webhook receives the v2 event as JSON over HTTPS")
 
     /// 400 for a device key on a v1 subscription: v1 payloads are never encrypted.
     static let encryptionNeedsV2 = APIError.badRequest("'encryption' needs format v2 (v1 payloads are never encrypted)")

@@ -44,10 +44,14 @@ final class WebhookTests: XCTestCase {
         XCTAssertEqual(request.destination, "https://h.example/x")
         XCTAssertEqual(request.context, "free text é")
         XCTAssertEqual(try parse(#"{"kind":"webhook","path":"/a","destination":"https://h.example/x"}"#).context, "")
+        let bob = #"{"alg":"ECDH-ES+A256KW","jwk":{"kty":"EC","crv":"P-256","x":"weNJy2HscCSM6AEDTDg04biOvhFhyyWvOHQfeF_PxMQ","y":"e8lnCO-AlStT-NJVX-crhB7QRYhiix03illJOVAOyck"}}"#
+        XCTAssertNotNil(try parse(#"{"kind":"mobile","path":"/a","context":"t","encryption":"# + bob + "}").encryption, "a device's key")
         for bad in [
             #"{"kind":"webhook","path":"/a"}"#, #"{"kind":"webhook","path":"/a","destination":"http://h.example/"}"#,
             #"{"kind":"mobile","path":"/a","context":"t","destination":"https://h.example/"}"#,
             #"{"kind":"webhook","path":"/a","destination":7}"#,
+            // The same key on a webhook: its deliveries are plain JSON.
+            #"{"kind":"webhook","path":"/a","destination":"https://h.example/x","encryption":"# + bob + "}",
         ] {
             XCTAssertThrowsError(try parse(bad), bad)
         }
