@@ -18,6 +18,9 @@ import Synchronization
 final class ChangeConsumer: Service, Sendable {
     private let consumer: KafkaConsumer
     private let topic: String
+    /// The user-notifications topic: its partition p is assigned, paused, resumed and revoked with change partition p
+    /// (``KafkaClient/KafkaConsumer`` companions), so the owner of an app's state also sends its user notifications.
+    private let companion: String?
     private let store: StateStore
     private let processor: EventProcessor
     /// Where the records are matched, a partition always on the same thread (``PartitionWorkers``).
@@ -43,7 +46,7 @@ final class ChangeConsumer: Service, Sendable {
     private let stopping = Atomic<Bool>(false)
 
     init(
-        consumer: KafkaConsumer, topic: String, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
+        consumer: KafkaConsumer, topic: String, companion: String? = nil, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
         drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60),
         workers: PartitionWorkers = PartitionWorkers(count: 0), logger: Logger
@@ -54,6 +57,7 @@ final class ChangeConsumer: Service, Sendable {
         self.sweeper = sweeper
         self.consumer = consumer
         self.topic = topic
+        self.companion = companion
         self.store = store
         self.processor = processor
         self.delivery = delivery
@@ -64,6 +68,13 @@ final class ChangeConsumer: Service, Sendable {
         self.ownership = health.ownership
         self.drainTimeout = drainTimeout
         self.logger = logger
+    }
+
+    /// The change topic's partitions and their companions'.
+    private func fetched(_ partitions: some Sequence<Int32>) -> [TopicPartition] {
+        partitions.flatMap { partition in
+            [TopicPartition(topic: topic, partition: partition)] + (companion.map { [TopicPartition(topic: $0, partition: partition)] } ?? [])
+        }
     }
 
     var owned: Set<Int32> { ownership.snapshot.owned }
@@ -146,7 +157,7 @@ final class ChangeConsumer: Service, Sendable {
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).
         sweeper.poke()
         guard ownership.loaded(partition) else { return }
-        consumer.resume([TopicPartition(topic: topic, partition: partition)])
+        consumer.resume(fetched([partition]))
         logger.info("consuming partition", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartition: "\(partition)"])
     }
 
@@ -159,7 +170,7 @@ final class ChangeConsumer: Service, Sendable {
     /// assigned here: a broker that keeps a stale member's assignment) makes this replica take it back.
     func fenced(_ partition: Int32) {
         let topicPartition = TopicPartition(topic: topic, partition: partition)
-        consumer.pause([topicPartition])
+        consumer.pause(fetched([partition]))
         ownership.forget([partition], fenced: true)
         abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
@@ -181,10 +192,10 @@ final class ChangeConsumer: Service, Sendable {
     private func take(_ assigned: Set<Int32>, takenBack: Set<Int32> = []) {
         let partitions = assigned.union(takenBack)
         guard !partitions.isEmpty else { return }
-        consumer.pause(partitions.map { TopicPartition(topic: topic, partition: $0) })
+        consumer.pause(fetched(partitions))
         if !takenBack.isEmpty {
             do {
-                try consumer.seekToCommitted(takenBack.map { TopicPartition(topic: topic, partition: $0) }, timeoutMs: 10_000)
+                try consumer.seekToCommitted(fetched(takenBack), timeoutMs: 10_000)
             } catch {
                 logger.error(
                     "cannot read a partition taken back from its committed offset: its unfinished records may be skipped",

@@ -123,6 +123,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var groupId = "push-gateway"
         public var changesTopic = "datasync.changes"
         public var deadLetterTopic = "push.dlq"
+        /// Messages addressed to a user (proto/pushgateway/v1/user_notification.proto), key = app id, with the change
+        /// topic's partition count: partition p is read by the owner of change partition p.
+        public var userNotificationsTopic = "push.notifications"
         /// Compacted topic holding the subscriptions (the gateway's only state).
         public var stateTopic = "push.state"
         /// Where the gateway asks upstream for the current value of a node (SPEC §4).
@@ -255,6 +258,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_GROUP_ID"], !value.isEmpty { kafka.groupId = value }
         if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
+        if let value = environment["PUSH_KAFKA_USER_NOTIFICATIONS_TOPIC"], !value.isEmpty { kafka.userNotificationsTopic = value }
         if let value = environment["PUSH_KAFKA_STATE_TOPIC"], !value.isEmpty { kafka.stateTopic = value }
         if let value = environment["PUSH_KAFKA_SNAPSHOT_REQUESTS_TOPIC"], !value.isEmpty { kafka.snapshotRequestsTopic = value }
         if let value = environment["PUSH_KAFKA_MEMBERS_TOPIC"], !value.isEmpty { kafka.membersTopic = value }
@@ -448,7 +452,7 @@ extension GatewayConfiguration.Shutdown {
 
 extension GatewayConfiguration.Kafka {
     enum CodingKeys: String, CodingKey {
-        case brokers, groupId, changesTopic, deadLetterTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
+        case brokers, groupId, changesTopic, deadLetterTopic, userNotificationsTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
         case embeddedBrokerPort, properties, maxInFlightRecords, startupTimeoutSeconds, workers
     }
     public init(from decoder: any Decoder) throws {
@@ -458,6 +462,7 @@ extension GatewayConfiguration.Kafka {
         groupId = try c.decodeIfPresent(String.self, forKey: .groupId) ?? groupId
         changesTopic = try c.decodeIfPresent(String.self, forKey: .changesTopic) ?? changesTopic
         deadLetterTopic = try c.decodeIfPresent(String.self, forKey: .deadLetterTopic) ?? deadLetterTopic
+        userNotificationsTopic = try c.decodeIfPresent(String.self, forKey: .userNotificationsTopic) ?? userNotificationsTopic
         stateTopic = try c.decodeIfPresent(String.self, forKey: .stateTopic) ?? stateTopic
         snapshotRequestsTopic = try c.decodeIfPresent(String.self, forKey: .snapshotRequestsTopic) ?? snapshotRequestsTopic
         membersTopic = try c.decodeIfPresent(String.self, forKey: .membersTopic) ?? membersTopic

@@ -20,14 +20,18 @@ final class EventProcessor: Sendable {
     private let payloads: PayloadBuilder
     private let sink: any RecordSink
     private let deadLetterTopic: String
+    /// The user-notifications topic (read with the change topic, partition p with partition p), nil when not read.
+    private let userNotificationsTopic: String?
     private let metrics: GatewayMetrics
     private let logger: Logger
     private let partitionWarned = Atomic<Bool>(false)
 
     init(
         store: StateStore, profiles: AppProfiles, delivery: any DeliveryInput, tickets: EventTickets, ledger: OffsetLedger,
-        payloads: PayloadBuilder, sink: any RecordSink, deadLetterTopic: String, metrics: GatewayMetrics, logger: Logger
+        payloads: PayloadBuilder, sink: any RecordSink, deadLetterTopic: String, userNotificationsTopic: String? = nil,
+        metrics: GatewayMetrics, logger: Logger
     ) {
+        self.userNotificationsTopic = userNotificationsTopic
         self.store = store
         self.profiles = profiles
         self.delivery = delivery
@@ -61,8 +65,15 @@ final class EventProcessor: Sendable {
             ledger.giveBack()
             return nil
         }
-        ledger.start(partition: record.partition, offset: record.offset)
-        return Admitted(record: record, ticket: tickets.open(partition: record.partition, offset: record.offset), owner: owner)
+        let companion = isUserNotification(record)
+        ledger.start(partition: record.partition, offset: record.offset, companion: companion)
+        let ticket = tickets.open(partition: record.partition, offset: record.offset, topic: companion ? record.topic : nil)
+        return Admitted(record: record, ticket: ticket, owner: owner)
+    }
+
+    private func isUserNotification(_ record: KafkaRecord) -> Bool {
+        guard let userNotificationsTopic else { return false }
+        return record.topic.bytesEqual(userNotificationsTopic)
     }
 
     /// On the partition's worker: decodes, dead-letters or matches the record, and releases its ticket.
@@ -74,6 +85,7 @@ final class EventProcessor: Sendable {
             tickets.retain(ticket)
             return
         }
+        if isUserNotification(record) { return notifyUser(admitted) }
         let event: ChangeEvent
         do {
             event = try EventDecoder.decode(
@@ -124,6 +136,42 @@ final class EventProcessor: Sendable {
             let reason = event.operation == .namespaceDeleted ? "namespace_does_not_exist" : "too_big"
             revoked(outcome.revoked, reason: reason, app: event.app, record: record, after: outcome.afterOffset)
         }
+    }
+
+    /// A record of the user-notifications topic: decoded (or dead-lettered), sent to each device of its uid by the
+    /// app's partition (the one its key maps to, owned here: the topic is partitioned like the change topic).
+    private func notifyUser(_ admitted: Admitted) {
+        let (record, ticket) = (admitted.record, admitted.ticket)
+        let notification: UserNotification
+        do {
+            notification = try UserNotificationDecoder.decode(
+                value: record.value, contentType: record.header(EventDecoder.contentTypeHeader), key: record.key)
+        } catch {
+            tickets.retain(ticket)
+            return deadLetter(record, reason: error.reason, ticket: ticket)
+        }
+        guard let profile = profiles.profile(notification.app) else {
+            metrics.eventsSkipped.increment()
+            return
+        }
+        let home = store.partitionIndex(ofApp: notification.app)
+        guard let partition = store.partition(home), partition.role == .owner else {
+            guard admitted.owner.role == .owner else {
+                tickets.retain(ticket)  // given up meanwhile: the new owner reads it again
+                return
+            }
+            tickets.retain(ticket)
+            return deadLetter(
+                record,
+                reason: "misrouted: app \(notification.app.prefix(64))'s user notifications belong to partition \(home), this record is in partition \(record.partition) (the record key must be the app id, and kafka.partitioner the publishers' partitioner)",
+                ticket: ticket)
+        }
+        let timestamp = notification.timestampMs > 0 ? notification.timestampMs : (record.timestampMs ?? 0)
+        let sent = partition.notifyUser(
+            notification, profile: profile, now: Int64(Date().timeIntervalSince1970),
+            eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, ticket: ticket, tickets: tickets, delivery: delivery,
+            payloads: payloads)
+        metrics.userNotifications(devices: sent)
     }
 
     /// Counts and logs revocations made while matching `record` (as the sweep logs its own): their point is

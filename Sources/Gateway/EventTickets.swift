@@ -5,6 +5,8 @@ import Synchronization
 /// acknowledged) has released it. Parts hold the ticket by id (``PushCore/PendingNotification/holds``).
 final class EventTickets: Sendable {
     private struct Ticket {
+        /// Nil: the change topic; else the companion topic it was read from (user notifications).
+        var topic: String?
         var partition: Int32
         var offset: Int64
         var remaining: Int
@@ -16,19 +18,26 @@ final class EventTickets: Sendable {
     }
 
     private let state = Mutex(State())
-    private let onFinished: @Sendable (_ partition: Int32, _ offset: Int64) -> Void
+    private let onFinished: @Sendable (_ topic: String?, _ partition: Int32, _ offset: Int64) -> Void
 
-    /// `onFinished` runs (outside the lock) when a ticket's last part is released.
-    init(onFinished: @escaping @Sendable (_ partition: Int32, _ offset: Int64) -> Void) {
+    /// `onFinished` runs (outside the lock) when a ticket's last part is released; `topic` is nil for the change
+    /// topic, else the companion topic the ticket was opened for.
+    init(onFinished: @escaping @Sendable (_ topic: String?, _ partition: Int32, _ offset: Int64) -> Void) {
         self.onFinished = onFinished
     }
 
-    /// A ticket for the event at `offset`, held once by its processing (release it when that is done).
-    func open(partition: Int32, offset: Int64) -> UInt64 {
+    /// Tickets of the change topic only.
+    convenience init(onFinished: @escaping @Sendable (_ partition: Int32, _ offset: Int64) -> Void) {
+        self.init(onFinished: { _, partition, offset in onFinished(partition, offset) })
+    }
+
+    /// A ticket for the record at `offset`, held once by its processing (release it when that is done). `topic`:
+    /// nil for the change topic, else the companion topic (its partition p is abandoned with change partition p).
+    func open(partition: Int32, offset: Int64, topic: String? = nil) -> UInt64 {
         state.withLock { state in
             let id = state.next
             state.next += 1
-            state.open[id] = Ticket(partition: partition, offset: offset, remaining: 1)
+            state.open[id] = Ticket(topic: topic, partition: partition, offset: offset, remaining: 1)
             return id
         }
     }
@@ -42,21 +51,21 @@ final class EventTickets: Sendable {
     /// Each id in `ids` releases one hold (ids of abandoned tickets are ignored).
     func release(_ ids: [UInt64]) {
         guard !ids.isEmpty else { return }
-        let finished = state.withLock { state -> [(Int32, Int64)] in
-            var finished: [(Int32, Int64)] = []
+        let finished = state.withLock { state -> [(String?, Int32, Int64)] in
+            var finished: [(String?, Int32, Int64)] = []
             for id in ids {
                 guard var ticket = state.open[id] else { continue }
                 ticket.remaining -= 1
                 if ticket.remaining <= 0 {
                     state.open[id] = nil
-                    finished.append((ticket.partition, ticket.offset))
+                    finished.append((ticket.topic, ticket.partition, ticket.offset))
                 } else {
                     state.open[id] = ticket
                 }
             }
             return finished
         }
-        for (partition, offset) in finished { onFinished(partition, offset) }
+        for (topic, partition, offset) in finished { onFinished(topic, partition, offset) }
     }
 
     func release(_ id: UInt64) { release([id]) }

@@ -40,7 +40,10 @@ public struct GatewayApp {
             let broker: EmbeddedBroker
             do {
                 broker = try await EmbeddedBroker(
-                    topics: [kafka.changesTopic, kafka.deadLetterTopic, kafka.stateTopic, kafka.snapshotRequestsTopic],
+                    topics: [
+                        kafka.changesTopic, kafka.deadLetterTopic, kafka.stateTopic, kafka.snapshotRequestsTopic,
+                        kafka.userNotificationsTopic,
+                    ],
                     singlePartitionTopics: [kafka.membersTopic], partitions: kafka.partitions, port: kafka.embeddedBrokerPort,
                     logger: logger)
             } catch let error as EmbeddedBroker.PortUnavailable {
@@ -150,13 +153,16 @@ public struct GatewayApp {
             topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress, key: clusterKey,
             metrics: metrics, standbyReplicas: configuration.state.standbyReplicas, logger: logger)
         let changesTopic = kafka.changesTopic
+        let userNotificationsTopic = kafka.userNotificationsTopic
+        // The user-notifications topic follows the change topic's assignment, partition for partition.
         let groupConsumer = try KafkaConsumer(
-            properties: consumerProperties, logger: logger,
+            properties: consumerProperties, logger: logger, companions: [changesTopic: userNotificationsTopic],
             onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) },
             onEvent: clientEvents("consumer"))
         let ledger = OffsetLedger(
-            consumer: groupConsumer, topic: changesTopic, maxInFlight: kafka.maxInFlightRecords, metrics: metrics)
-        let tickets = EventTickets(onFinished: { partition, offset in ledger.finish(partition: partition, offset: offset) })
+            consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, maxInFlight: kafka.maxInFlightRecords,
+            metrics: metrics)
+        let tickets = EventTickets(onFinished: { topic, partition, offset in ledger.finish(partition: partition, offset: offset, topic: topic) })
         let payloads = PayloadBuilder(metrics: metrics, logger: logger)
         let board = AppStatusBoard()
         let delivery = DeliveryService(
@@ -170,9 +176,10 @@ public struct GatewayApp {
         try reloader.loadInitial()
         let processor = EventProcessor(
             store: store, profiles: profiles, delivery: delivery, tickets: tickets, ledger: ledger, payloads: payloads,
-            sink: writer, deadLetterTopic: kafka.deadLetterTopic, metrics: metrics, logger: logger)
+            sink: writer, deadLetterTopic: kafka.deadLetterTopic, userNotificationsTopic: userNotificationsTopic, metrics: metrics,
+            logger: logger)
         let changes = ChangeConsumer(
-            consumer: groupConsumer, topic: changesTopic, store: store, processor: processor, delivery: delivery,
+            consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, store: store, processor: processor, delivery: delivery,
             tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
             takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)),
             workers: PartitionWorkers(count: kafka.workers), logger: logger)

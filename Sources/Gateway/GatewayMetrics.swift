@@ -272,6 +272,20 @@ public final class GatewayMetrics: Sendable {
         counter("auth", Self.apiAuth, [("reason", reason)]).increment()
     }
 
+    /// A user notification was consumed: `pushgateway_user_notifications_total{result="sent"|"no_device"}`, and
+    /// the devices it was queued for in `pushgateway_user_notification_devices_total`.
+    public func userNotifications(devices: Int) {
+        counter(
+            "user", Self.name("user_notifications", unit: "total", help: "User notifications consumed, by result"),
+            [("result", devices > 0 ? "sent" : "no_device")]
+        ).increment()
+        if devices > 0 {
+            counter(
+                "userdevices", Self.name("user_notification_devices", unit: "total", help: "Devices user notifications were queued for"), []
+            ).increment(by: Int64(devices))
+        }
+    }
+
     public func deadLetter(category: String) {
         counter("dead", Self.deadLetters, [("category", category)]).increment()
     }

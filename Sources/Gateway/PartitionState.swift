@@ -414,4 +414,17 @@ final class PartitionState: Sendable {
             }
         }
     }
+
+    /// Sends a user notification to each device of its uid (``PartitionMachine/notifyUser(_:now:eventTime:ticket:v1Payload:)``);
+    /// each notification holds `ticket` until delivered or stored for retry. Returns how many were queued.
+    func notifyUser(
+        _ notification: UserNotification, profile: AppProfile, now: Int64, eventTime: Double?, ticket: UInt64,
+        tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
+    ) -> Int {
+        input(tickets: tickets, delivery: delivery) { machine -> (Int, [Action]) in
+            machine.notifyUser(notification, now: now, eventTime: eventTime, ticket: ticket) { path, subscriber, content in
+                payloads.payload(profile: profile, path: path, subscriber: subscriber, format: .v1, content: content)
+            }
+        }
+    }
 }

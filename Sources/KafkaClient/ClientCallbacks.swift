@@ -27,6 +27,9 @@ final class ClientCallbacks: @unchecked Sendable {
     let onEvent: (@Sendable (ClientEvent) -> Void)?
     /// librdkafka's log lines and errors, limited per facility (an outage repeats the same line every second).
     let limiter = LogLimiter()
+    /// Companion topics (subscribed topic → companion): partition p of the companion is assigned and revoked with
+    /// partition p of the subscribed topic (``KafkaConsumer/init(properties:logger:companions:onRebalance:onStatistics:onEvent:)``).
+    var companions: [String: String] = [:]
 
     init(
         logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,

@@ -17,8 +17,15 @@ public final class KafkaConsumer: @unchecked Sendable {
 
     /// A group member when `properties` has a `group.id` and ``subscribe(topics:)`` is called; a reader of
     /// explicitly assigned partitions with ``assign(_:)``.
+    ///
+    /// `companions` (subscribed topic → companion topic, not subscribed): whenever the group assigns or revokes
+    /// partition p of a subscribed topic, partition p of its companion is assigned or revoked with it, in the same
+    /// librdkafka call (the rebalance listener hears of the group's partitions only). The companion must have at
+    /// least the subscribed topic's partition count. Its offsets are stored and committed like the others', in the
+    /// member's name.
     public init(
-        properties: [String: String], logger: Logger, onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
+        properties: [String: String], logger: Logger, companions: [String: String] = [:],
+        onRebalance: (@Sendable (RebalanceEvent) -> Void)? = nil,
         onStatistics: (@Sendable ([UInt8]) -> Void)? = nil, onEvent: (@Sendable (ClientEvent) -> Void)? = nil
     ) throws {
         var merged = [
@@ -31,6 +38,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         for (key, value) in properties { merged[key] = value }
         let config = try KafkaConfig(merged)
         let callbacks = ClientCallbacks(logger: logger, onRebalance: onRebalance, onStatistics: onStatistics, onEvent: onEvent)
+        callbacks.companions = companions
         callbacks.install(on: config)
         rd_kafka_conf_set_rebalance_cb(config.handle, kafkaRebalanceCallback)
         self.client = try makeClient(type: RD_KAFKA_CONSUMER, config: config)
@@ -242,12 +250,25 @@ private func kafkaRebalanceCallback(
     let callbacks = opaque.map { Unmanaged<ClientCallbacks>.fromOpaque($0).takeUnretainedValue() }
     let cooperative = rd_kafka_rebalance_protocol(client).map { String(cString: $0) } == "COOPERATIVE"
     let list = [TopicPartition](list: partitions)
+    // The group's partitions plus their companions' (the same partition numbers), applied in one call.
+    var applied = partitions
+    if let partitions, let companions = callbacks?.companions, !companions.isEmpty, let copy = rd_kafka_topic_partition_list_copy(partitions) {
+        for partition in list {
+            if let companion = companions[partition.topic] { rd_kafka_topic_partition_list_add(copy, companion, partition.partition) }
+        }
+        applied = copy
+    }
+    defer { if applied != partitions, let applied { rd_kafka_topic_partition_list_destroy(applied) } }
     switch error {
     case RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS:
         if cooperative {
-            if let failure = rd_kafka_incremental_assign(client, partitions) { rd_kafka_error_destroy(failure) }
+            if let failure = rd_kafka_incremental_assign(client, applied) {
+                companionFailed(failure, callbacks)
+                // The group's own partitions at least (a companion partition was already assigned: all or nothing).
+                if applied != partitions, let retry = rd_kafka_incremental_assign(client, partitions) { rd_kafka_error_destroy(retry) }
+            }
         } else {
-            rd_kafka_assign(client, partitions)
+            rd_kafka_assign(client, applied)
         }
         callbacks?.logger.info("partitions assigned", metadata: [LoggingKeys.kafkaPartitions: "\(list)"])
         callbacks?.onRebalance?(.assigned(list))
@@ -256,7 +277,10 @@ private func kafkaRebalanceCallback(
         callbacks?.logger.info("partitions revoked", metadata: [LoggingKeys.kafkaPartitions: "\(list)", LoggingKeys.kafkaLost: "\(lost)"])
         callbacks?.onRebalance?(.revoked(list, lost: lost))
         if cooperative {
-            if let failure = rd_kafka_incremental_unassign(client, partitions) { rd_kafka_error_destroy(failure) }
+            if let failure = rd_kafka_incremental_unassign(client, applied) {
+                companionFailed(failure, callbacks)
+                if applied != partitions, let retry = rd_kafka_incremental_unassign(client, partitions) { rd_kafka_error_destroy(retry) }
+            }
         } else {
             rd_kafka_assign(client, nil)
         }
@@ -264,4 +288,11 @@ private func kafkaRebalanceCallback(
         callbacks?.logger.error("rebalance error", metadata: [LoggingKeys.error: "\(KafkaError(error, context: "rebalance"))"])
         rd_kafka_assign(client, nil)
     }
+}
+
+/// Logs (and frees) a failed incremental (un)assignment of the rebalance callback.
+private func companionFailed(_ failure: OpaquePointer, _ callbacks: ClientCallbacks?) {
+    defer { rd_kafka_error_destroy(failure) }
+    let text = rd_kafka_error_string(failure).map { String(cString: $0) } ?? ""
+    callbacks?.logger.error("rebalance: applying the assignment failed", metadata: [LoggingKeys.error: "\(text)"])
 }

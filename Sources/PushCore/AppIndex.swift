@@ -408,6 +408,50 @@ public final class AppIndex {
         }
     }
 
+    /// The devices of user `uid`, for a user notification: one subscription per distinct destination (kind, token)
+    /// among the user's subscriptions, the v2 ones (their uid) and the v1 ones made with the user's auth token (their
+    /// owner). A device's notification goes into that subscription's delivery line, in that subscription's format:
+    /// the first v2-format one of the device with the device's own key (`encryption`), else its first v2-format one
+    /// (by path, then token), else its first v1 one. Ordered by token (bytes).
+    ///
+    /// O(the user's v2 subscriptions) when the user owns no v1 subscription; a user who does (the per-owner count
+    /// says so) costs a walk of the app's subscriptions, which stops once all of them are found (v1 subscriptions are
+    /// not indexed by owner: docs/PAYLOADS.md, "Notifications addressed to a user").
+    public func devices(ofUser uid: String) -> [Subscription] {
+        var chosen: [DeviceKey: Subscription] = [:]
+        func consider(_ subscription: Subscription) {
+            let device = subscription.subscriber.device
+            guard let current = chosen[device] else {
+                chosen[device] = subscription
+                return
+            }
+            // v2 over v1; among v2, a subscription with the device's own key (its messages are for it alone).
+            if current.settings.format != .v2, subscription.settings.format == .v2 {
+                chosen[device] = subscription
+            } else if current.settings.format == .v2, current.settings.encryption == nil, subscription.settings.encryption != nil {
+                chosen[device] = subscription
+            }
+        }
+        let v2 = subscriptions(ofUser: uid)
+        v2.forEach(consider)
+        let owner = ExactString(uid)
+        var v1Left = subscriptionCount(owner: uid) - v2.reduce(0) { $0 + ($1.settings.owner == owner ? 1 : 0) }
+        if v1Left > 0 {
+            var v1: [Subscription] = []
+            forEachSubscription { subscription in
+                guard v1Left > 0, subscription.subscriber.uid == nil, subscription.settings.owner == owner else { return }
+                v1.append(subscription)
+                v1Left -= 1
+            }
+            v1.sorted { $0.path.description.utf8.lexicographicallyPrecedes($1.path.description.utf8) }.forEach(consider)
+        }
+        return chosen.values.sorted {
+            let (left, right) = ($0.subscriber.token.utf8, $1.subscriber.token.utf8)
+            if !left.elementsEqual(right) { return left.lexicographicallyPrecedes(right) }
+            return $0.subscriber.kind.rawValue < $1.subscriber.kind.rawValue
+        }
+    }
+
     /// The subscription of `subscriber` at `path`, if any.
     public func subscription(path: DataPath, subscriber: SubscriberKey) -> SubscriptionSettings? {
         node(at: path)?.payload?.subscribers[subscriber]

@@ -66,6 +66,8 @@ public enum V1Payload {
             payload = valuePayload(app: app, sp: sp, value: value)
         case .childEvent(let changes, let keysOnly):
             payload = childEventPayload(app: app, sp: sp, changes: changes, keysOnly: keysOnly)
+        case .user(let message):
+            payload = userPayload(app: app, message: message)
         }
         return payload.serializedSize <= DataPayload.maximumSize ? payload : nil
     }
@@ -79,6 +81,17 @@ public enum V1Payload {
         ])
         if full.serializedSize < DataPayload.degradeThreshold { return full }
         return DataPayload([.init("s", "TooBig"), .init("t", "value"), .init("app", app), .init("sp", sp)])
+    }
+
+    /// A user notification: no subscription path (it is sent once per device, not per subscription); the event id
+    /// `id` lets the app drop a repeat; `d` is the JSON text of the data, left out (`TooBig`) from 4064 bytes on.
+    static func userPayload(app: String, message: UserMessage) -> DataPayload {
+        let full = DataPayload([
+            .init("s", "OK"), .init("t", "user"), .init("app", app), .init("id", message.eventID),
+            .init("d", JSONWriter.string(message.data)),
+        ])
+        if full.serializedSize < DataPayload.degradeThreshold { return full }
+        return DataPayload([.init("s", "TooBig"), .init("t", "user"), .init("app", app), .init("id", message.eventID)])
     }
 
     static func childEventPayload(app: String, sp: String, changes: ChildChanges, keysOnly: Bool) -> DataPayload {

@@ -49,4 +49,7 @@ public enum NotificationContent: Sendable, Equatable {
     case childEvent(ChildChanges, keysOnly: Bool)
     /// The subscription was revoked.
     case revoke(RevocationReason)
+    /// A message addressed to the subscriber's user (the user-notifications topic), sent once per device: v1
+    /// `{"s":S,"t":"user","app":A,"id":EVENT_ID,"d":"<JSON text>"}`, v2 event `t` = `u` (docs/PAYLOADS.md).
+    case user(UserMessage)
 }

@@ -1,6 +1,6 @@
 /// The event JSON that a v2 data payload carries (inside its compact JOSE `evt`), byte-exact.
 ///
-/// Keys in this fixed order, absent ones left out: `t`, `m`, `a`, `v`, `c`, `r`, `s`, `p`, `id`.
+/// Keys in this fixed order, absent ones left out: `t`, `m`, `a`, `v`, `c`, `r`, `s`, `p`, `id`, `e`.
 ///
 /// | content | event |
 /// | --- | --- |
@@ -8,6 +8,7 @@
 /// | value | `{"t":"v","m":"value","a":A,"v":VALUE,"s":S,"p":P,"id":ID}` (`v` left out for `NotLoaded`, `TooBig`) |
 /// | childEvent | `{"t":"v","m":"childEvent","a":A,"c":{"a":{…},"r":[…],"c":{…}},"s":S,"p":P,"id":ID}` |
 /// | revoke | `{"t":"r","a":A,"r":REASON,"p":P,"id":ID}` |
+/// | user | `{"t":"u","a":A,"v":DATA,"s":S,"e":EVENT_ID}` (no `p`, `id`: sent once per device, not per subscription; `v` left out for `TooBig`) |
 ///
 /// Values are JSON (not JSON text in a string), written by `JSONWriter`: compact, object keys sorted.
 public enum V2Event {
@@ -25,7 +26,7 @@ public enum V2Event {
     public static func forms(for content: NotificationContent) -> [Degrade] {
         switch content {
         case .noData, .revoke, .value(nil): [.full]
-        case .value: [.full, .tooBig]
+        case .value, .user: [.full, .tooBig]
         case .childEvent(_, let keysOnly): keysOnly ? [.onlyKeys, .tooBig] : [.full, .onlyKeys, .tooBig]
         }
     }
@@ -35,7 +36,7 @@ public enum V2Event {
         switch content {
         case .noData, .revoke: nil
         case .value(nil): "NotLoaded"
-        case .value: degrade == .full ? "OK" : "TooBig"
+        case .value, .user: degrade == .full ? "OK" : "TooBig"
         case .childEvent(_, let keysOnly):
             switch degrade {
             case .full: keysOnly ? "OnlyKeys" : "OK"
@@ -73,6 +74,8 @@ public enum V2Event {
 
         if case .revoke = content {
             out.append(contentsOf: #"{"t":"r""#.utf8)
+        } else if case .user = content {
+            out.append(contentsOf: #"{"t":"u""#.utf8)
         } else {
             out.append(contentsOf: #"{"t":"v""#.utf8)
         }
@@ -80,13 +83,16 @@ public enum V2Event {
         case .noData: string("m", SubscriptionMode.noData.rawValue)
         case .value: string("m", SubscriptionMode.value.rawValue)
         case .childEvent: string("m", SubscriptionMode.childEvent.rawValue)
-        case .revoke: break
+        case .revoke, .user: break
         }
         string("a", app)
         switch content {
         case .value(let value?) where degrade == .full:
             key("v")
             JSONWriter.write(value, into: &out)
+        case .user(let message) where degrade == .full:
+            key("v")
+            JSONWriter.write(message.data, into: &out)
         case .childEvent(let changes, let keysOnly):
             key("c")
             let shown: ChildChanges
@@ -107,8 +113,12 @@ public enum V2Event {
         default: break
         }
         if let status = status(for: content, degrade: degrade) { string("s", status) }
-        string("p", path.description)
-        string("id", subscriptionID)
+        if case .user(let message) = content {
+            string("e", message.eventID)
+        } else {
+            string("p", path.description)
+            string("id", subscriptionID)
+        }
         out.append(UInt8(ascii: "}"))
     }
 }

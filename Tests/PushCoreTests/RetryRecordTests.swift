@@ -10,6 +10,8 @@ final class RetryRecordTests: XCTestCase {
             .noData, .value(.object(["x": .number("1.50")])), .value(nil), .value(.null),
             .childEvent(ChildChanges(added: ["k": .string("v")], removed: ["r"], changed: ["c": .bool(true)]), keysOnly: false),
             .childEvent(ChildChanges(added: ["k": .bool(true)]), keysOnly: true), .revoke(.tooBig),
+            .user(UserMessage(data: .object(["m": .string("hi")]), eventID: "e1")),
+            .user(UserMessage(data: .object([:]), eventID: "e2", collapseKey: "room", ttlSeconds: 60)),
         ]
         let entries = contents.enumerated().map { position, content in
             PendingNotification(

@@ -390,7 +390,7 @@ def describe_lines(lines: list[dict], limit: int = 60) -> str:
 def recreate_topics(broker: Tansu, topics, partitions: int = 4) -> None:
     """Creates a stack's topics again, under the same names, on a broker that lost them (memory storage)."""
     broker.create_topic(topics.members, 1)
-    for name in (topics.snapshots, topics.changes, topics.dlq, topics.state):
+    for name in (topics.snapshots, topics.changes, topics.dlq, topics.state, topics.notifications):
         broker.create_topic(name, partitions)
 
 

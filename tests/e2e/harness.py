@@ -118,6 +118,7 @@ class Stack:
         )
         self.config["kafka"]["snapshotRequestsTopic"] = self.topics.snapshots
         self.config["kafka"]["membersTopic"] = self.topics.members
+        self.config["kafka"]["userNotificationsTopic"] = self.topics.notifications
         # Per-app settings files (tests write them with write_app_settings), re-read every 0.2 s.
         self.settings_dir = os.path.join(self.workdir, "apps.d")
         os.makedirs(self.settings_dir, exist_ok=True)
@@ -148,6 +149,9 @@ class Stack:
     def publish(self, path: str, op: str, after: Optional[str] = None, before: Optional[str] = None, *,
                 app: str = APP, as_json: bool = False) -> str:
         return self.publisher.event(self.topics.changes, app, path, op, after, before, as_json=as_json)
+
+    def notify_user(self, uid: str, data, *, app: str = APP, **extra) -> str:
+        return self.publisher.user_notification(self.topics.notifications, app, uid, data, **extra)
 
     # -- observing the fake FCM ----------------------------------------------------------------------------
 

@@ -131,6 +131,20 @@ def json_change_event(
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def json_user_notification(app_id: str, uid: str, data, event_id: str, collapse_key: Optional[str] = None,
+                           ttl_seconds: Optional[int] = None, timestamp_ms: int = 0) -> bytes:
+    """The JSON form of a pushgateway.v1.UserNotification (proto/pushgateway/v1/user_notification.proto):
+    ``data`` as the JSON object itself."""
+    doc: dict = {"appId": app_id, "uid": uid, "data": data, "eventId": event_id}
+    if collapse_key is not None:
+        doc["collapseKey"] = collapse_key
+    if ttl_seconds is not None:
+        doc["ttlSeconds"] = ttl_seconds
+    if timestamp_ms:
+        doc["timestampMs"] = str(timestamp_ms)
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Broker
 # ---------------------------------------------------------------------------------------------------------
@@ -215,6 +229,7 @@ class Topics:
     suffix: str = field(default="")
     snapshots: str = field(default="")
     members: str = field(default="")
+    notifications: str = field(default="")
 
     @staticmethod
     def unique(broker: Tansu, partitions: int = 4) -> "Topics":
@@ -227,8 +242,10 @@ class Topics:
             suffix=suffix,
             snapshots=f"push.snapshot-requests.{suffix}",
             members=f"push.members.{suffix}",
+            notifications=f"push.notifications.{suffix}",
         )
         broker.create_topic(t.members, 1)
+        broker.create_topic(t.notifications, partitions)
         broker.create_topic(t.snapshots, partitions)
         broker.create_topic(t.changes, partitions)
         broker.create_topic(t.dlq, partitions)
@@ -279,6 +296,15 @@ class Publisher:
             value = encode_change_event(app, path, op, after, before, event_id, timestamp_ms)
             headers = []
         self.raw(topic, app.encode("utf-8"), value, headers, flush=flush)
+        return event_id
+
+    def user_notification(self, topic: str, app: str, uid: str, data, *, event_id: Optional[str] = None,
+                          collapse_key: Optional[str] = None, ttl_seconds: Optional[int] = None,
+                          flush: bool = True) -> str:
+        """Publishes one user notification (JSON form, key = app id). Returns its event id."""
+        event_id = event_id or uuid.uuid4().hex
+        value = json_user_notification(app, uid, data, event_id, collapse_key, ttl_seconds, int(time.time() * 1000))
+        self.raw(topic, app.encode("utf-8"), value, [("content-type", b"application/json")], flush=flush)
         return event_id
 
     def close(self) -> None:

@@ -53,6 +53,11 @@ public struct RetryRecord: Sendable, Equatable {
             ])
         case .revoke(let reason):
             return .object(["t": .string("revoke"), "r": .string(reason.rawValue)])
+        case .user(let message):
+            var members: [ExactString: JSONValue] = ["t": .string("user"), "d": message.data, "e": .string(message.eventID)]
+            if let collapseKey = message.collapseKey { members["k"] = .string(collapseKey) }
+            if let ttl = message.ttlSeconds { members["ttl"] = .number(String(ttl)) }
+            return .object(members)
         }
     }
 
@@ -72,6 +77,14 @@ public struct RetryRecord: Sendable, Equatable {
             return .childEvent(changes, keysOnly: value["keysOnly"] == .bool(true))
         case "revoke":
             return value["r"]?.stringValue.flatMap(RevocationReason.init(rawValue:)).map { .revoke($0) }
+        case "user":
+            guard case .object? = value["d"], let eventID = value["e"]?.stringValue else { return nil }
+            var ttl: Int?
+            if let member = value["ttl"] {
+                guard case .number(let lexeme) = member, let seconds = Int(lexeme) else { return nil }
+                ttl = seconds
+            }
+            return .user(UserMessage(data: value["d"] ?? .null, eventID: eventID, collapseKey: value["k"]?.stringValue, ttlSeconds: ttl))
         default:
             return nil
         }
