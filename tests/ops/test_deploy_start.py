@@ -306,6 +306,7 @@ class StartedPod:
         return {
             name("changesTopic", "PUSH_KAFKA_CHANGES_TOPIC", "datasync.changes"): partitions,
             name("stateTopic", "PUSH_KAFKA_STATE_TOPIC", "push.state"): partitions,
+            name("userNotificationsTopic", "PUSH_KAFKA_USER_NOTIFICATIONS_TOPIC", "push.notifications"): partitions,
             name("deadLetterTopic", "PUSH_KAFKA_DLQ_TOPIC", "push.dlq"): SMALL_TOPIC_PARTITIONS,
             name("snapshotRequestsTopic", "PUSH_KAFKA_SNAPSHOT_REQUESTS_TOPIC", "push.snapshot-requests"): SMALL_TOPIC_PARTITIONS,
             name("membersTopic", "PUSH_KAFKA_MEMBERS_TOPIC", "push.members"): 1,
