@@ -115,8 +115,11 @@ final class PartitionState: Sendable {
             case .resume(let callback, let answer):
                 callback(answer, false)
             case .schedule(let timer, let seconds):
+                // Retried writes end with the sink, as `RecordSink.produceUntilStored` does: none outlives a shutdown.
+                guard sink.isOpen || !timer.writesAgain else { continue }
                 let wait = timer.jittered ? seconds * Double.random(in: 0.8...1.2) : seconds
                 DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
+                    guard sink.isOpen || !timer.writesAgain else { return }
                     input { $0.timerFired(timer, uptime: Uptime.now) }
                 }
             case .readGap(let from, let to, let tag, let attempt, let after):

@@ -69,6 +69,13 @@ public enum PartitionTimer: Sendable, Hashable {
     /// The confirmation waiter `id` gives up.
     case confirmationTimeout(UInt64)
 
+    /// Whether it writes a record again (a repair, a checkpoint, an ownership check): like every write retried until
+    /// stored, it ends when the log takes no more records (a shutdown). A confirmation's timeout always runs.
+    public var writesAgain: Bool {
+        if case .confirmationTimeout = self { return false }
+        return true
+    }
+
     /// Whether the driver should spread the wait (±20 %), so that repairs after an outage do not come together.
     public var jittered: Bool {
         if case .repair = self { return true }
