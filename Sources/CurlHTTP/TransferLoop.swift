@@ -24,8 +24,8 @@ final class TransferLoop {
     private static let maxIdleHandles = 64
     /// Longest block in `curl_multi_poll`; producers wake the thread earlier with `curl_multi_wakeup`.
     private static let maxPollMilliseconds: Int32 = 1000
-    /// `CURLE_HTTP2`.
-    private static let curlHTTP2Error = 16
+    /// `CURLE_OPERATION_TIMEDOUT`.
+    private static let curlTimedOut = 28
 
     private let shared: ClientShared
     private let logger: Logger
@@ -157,7 +157,10 @@ final class TransferLoop {
                     code: .responseTooLarge,
                     message: "response body larger than \(shared.configuration.maxResponseBodySize) bytes"))
             } else {
-                connectionSuspect = Int(code.rawValue) == Self.curlHTTP2Error
+                // Any transport failure but a timeout (a slow answer on a sound connection) may mean the
+                // established h2c connection is gone: a refused stream, a GOAWAY or a dropped connection make
+                // libcurl retry on a new one, which `CURL_HTTP_VERSION_2_0` opens with an HTTP/1.1 `Upgrade`.
+                connectionSuspect = Int(code.rawValue) != Self.curlTimedOut
                 result = .failure(HTTPClientError(
                     code: .transport, curlCode: Int(code.rawValue), message: transfer.easy.errorMessage(for: code)))
             }
