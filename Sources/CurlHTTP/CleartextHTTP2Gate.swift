@@ -10,8 +10,9 @@ import CCurlShims
 /// So per cleartext origin: one prior-knowledge "probe" request opens a fresh connection while the others
 /// wait here; once it answered over HTTP/2, requests use `CURL_HTTP_VERSION_2_0` and multiplex on that
 /// connection, at most `maxActivePerOrigin` at a time so libcurl never needs a second connection (which it
-/// would open with `Upgrade`). If a response comes back over HTTP/1.x or with `CURLE_HTTP2` (the connection
-/// was lost and replaced), the origin goes back to probing. `https://` URLs are never gated (ALPN works).
+/// would open with `Upgrade`). If a response comes back over HTTP/1.x, or a request fails with anything but a
+/// timeout (`CURLE_HTTP2`, a refused stream, a GOAWAY, a dropped connection: the connection was lost, and
+/// libcurl's own retry went out on a new one), the origin goes back to probing. `https://` URLs are never gated (ALPN works).
 /// Confined to the transfer thread.
 struct CleartextHTTP2Gate {
     /// Whether the loaded libcurl has the bug (checked at run time, not against the headers).
@@ -64,7 +65,8 @@ struct CleartextHTTP2Gate {
 
     /// Records the end of an admitted request; returns held requests that may start now, with their mode.
     /// `usedHTTP2`: it got a response over HTTP/2. `connectionSuspect`: it got a response over HTTP/1.x or
-    /// failed with `CURLE_HTTP2`, i.e. libcurl is no longer on the established h2c connection.
+    /// failed with a transport error other than a timeout, i.e. libcurl may no longer be on the established h2c
+    /// connection.
     mutating func finished(id: UInt64, origin: String, usedHTTP2: Bool, connectionSuspect: Bool) -> [(RequestSlot, Mode)] {
         guard var entry = origins[origin] else { return [] }
         entry.active -= 1
