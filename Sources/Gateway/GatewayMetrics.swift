@@ -89,7 +89,7 @@ public final class GatewayMetrics: Sendable {
         // Counters whose label values are known in advance start at 0, so that an alert on `increase()` sees
         // their first increment (a series that appears at 1 has no increase).
         for category in ["undecodable", "invalid"] { _ = counter("dead", Self.deadLetters, [("category", category)]) }
-        for outcome in ["delivered", "discarded", "dropped_unsubscribed", "dropped_not_owner"] {
+        for outcome in ["delivered", "discarded", "dropped_unsubscribed", "dropped_not_owner", "expired"] {
             _ = counter("retried", Self.retriesFinished, [("outcome", outcome)])
         }
         for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }
