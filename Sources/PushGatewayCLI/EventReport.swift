@@ -18,19 +18,8 @@ struct EventReport {
         lines.append("  (an app the gateway has no settings for is skipped, counted in pushgateway_events_consumed_total{result=\"unknown_app\"})")
         lines.append("as the gateway reads it:")
         lines.append("  " + JSONWriter.string(canonical))
-        lines.append("publish it with:")
-        lines.append("  record key: \(event.app)")
-        if let contentType {
-            lines.append("  header content-type: \(contentType)" + (contentTypeGuessed ? " (JSON form: required)" : ""))
-        } else {
-            lines.append("  no content-type header (protobuf)")
-        }
-        var notes: [String] = []
-        if keyGiven, key?.isEmpty ?? true {
-            notes.append(
-                "the record has no key: it is delivered, but the gateway logs an error; the key must be the app id, so that an app's events share one partition and stay in order"
-            )
-        }
+        lines += Self.publishing(app: event.app, contentType: contentType, guessed: contentTypeGuessed)
+        var notes = Self.keyNotes(key: key, keyGiven: keyGiven)
         if event.eventID.isEmpty { notes.append("eventId is empty: set a unique id per write (tracing, duplicate counting)") }
         if event.timestampMs == 0 {
             notes.append("timestampMs is missing: set the time of the write in milliseconds since the epoch (the latency metric uses it)")
@@ -40,6 +29,25 @@ struct EventReport {
             lines += notes.map { "  - \($0)" }
         }
         return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// How to publish a record of `app` (its key and header), shared with ``UserNotificationReport``.
+    static func publishing(app: String, contentType: String?, guessed: Bool) -> [String] {
+        var lines = ["publish it with:", "  record key: \(app)"]
+        if let contentType {
+            lines.append("  header content-type: \(contentType)" + (guessed ? " (JSON form: required)" : ""))
+        } else {
+            lines.append("  no content-type header (protobuf)")
+        }
+        return lines
+    }
+
+    /// The note about a record published without a key.
+    static func keyNotes(key: [UInt8]?, keyGiven: Bool) -> [String] {
+        guard keyGiven, key?.isEmpty ?? true else { return [] }
+        return [
+            "the record has no key: it is delivered, but the gateway logs an error; the key must be the app id, so that an app's events share one partition and stay in order"
+        ]
     }
 
     private var effect: String {

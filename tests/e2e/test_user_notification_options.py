@@ -5,6 +5,7 @@ check these fields the way the real services do)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import requests
@@ -134,3 +135,27 @@ def test_protobuf_records_are_read_like_json_ones(stack_factory, uniq, token_fac
     message = message_of(stack.wait_sends(phone, 1)[0])
     assert message["data"] == {"s": "OK", "t": "user", "app": app, "id": "pb-1", "d": '{"title":"hé"}'}
     assert message["android"] == {**FCM_ANDROID, "ttl": "60s", "collapse_key": "c"}
+
+
+def test_validate_event_reads_user_notifications_in_both_forms(tmp_path):
+    from test_publishing import validate
+
+    res = validate("--user-notification", json.dumps(
+        {"appId": "demo", "uid": "alice", "data": {"title": "hi"}, "eventId": "e-1", "collapseKey": "room-1", "ttlSeconds": 3600}))
+    out = res.stdout.decode()
+    assert res.returncode == 0, out + res.stderr.decode()
+    assert out.startswith("accepted: a message to the user alice of app demo"), out
+    assert "TTL 3600 s" in out and 'collapse key "room-1"' in out and "not sent to HMS" in out, out
+    assert "header content-type: application/json" in out, out
+    path = tmp_path / "notification.bin"
+    path.write_bytes(proto_user_notification("demo", "bob", '{"t":1}', "pb-1", collapse_key="7", ttl_seconds=60,
+                                             timestamp_ms=int(time.time() * 1000)))
+    res = validate("--user-notification", "--file", str(path), "--content-type", "none", "--key", "demo")
+    out = res.stdout.decode()
+    assert res.returncode == 0, out + res.stderr.decode()
+    assert '{"appId":"demo","collapseKey":"7","data":{"t":1},"eventId":"pb-1"' in out, out
+    assert "HMS android.collapse_key 7" in out and "no content-type header (protobuf)" in out, out
+    path.write_bytes(b"\x0a\x10abc")
+    res = validate("--user-notification", "--file", str(path), "--content-type", "none")
+    assert res.returncode == 1 and res.stdout.decode().startswith(
+        "dead-lettered: undecodable record (protobuf): expected a protobuf pushgateway.v1.UserNotification"), res.stdout.decode()
