@@ -1,5 +1,6 @@
 import PushCore
 import PushProto
+import SwiftProtobuf
 
 /// Turns a record of the user-notifications topic into a validated ``PushCore/UserNotification``. The JSON form
 /// (record header `content-type: application/json`) of `pushgateway.v1.UserNotification`
@@ -57,6 +58,23 @@ public enum UserNotificationDecoder {
             collapseKey: try string(member("collapseKey")), ttlSeconds: try integer(member("ttlSeconds")),
             eventID: try string(member("eventId")) ?? "", timestampMs: try integer(member("timestampMs")) ?? 0,
             appIDField: appIDField)
+    }
+
+    /// Encodes a user notification as a record value: protobuf binary, or protobuf's JSON mapping when `json`
+    /// (`data` is JSON text; used by `push-gateway publish-user-notification` and tests). Not checked: decode it.
+    public static func encode(
+        app: String, uid: String, data: String, collapseKey: String?, ttlSeconds: Int64?, eventID: String,
+        timestampMs: Int64, json: Bool
+    ) throws -> [UInt8] {
+        var message = Pushgateway_V1_UserNotification()
+        message.appID = app
+        message.uid = uid
+        message.data = data
+        if let collapseKey { message.collapseKey = collapseKey }
+        if let ttlSeconds { message.ttlSeconds = ttlSeconds }
+        message.eventID = eventID
+        message.timestampMs = timestampMs
+        return json ? try message.jsonUTF8Bytes() : try message.serializedBytes()
     }
 
     /// The protobuf binary form (see the type's documentation).

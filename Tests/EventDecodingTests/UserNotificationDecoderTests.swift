@@ -94,6 +94,19 @@ final class UserNotificationDecoderTests: XCTestCase {
         XCTAssertEqual(zero.message.ttlSeconds, 0)
     }
 
+    func testEncodeRoundTripsInBothForms() throws {
+        for json in [false, true] {
+            let value = try UserNotificationDecoder.encode(
+                app: "demo", uid: "alice", data: #"{"a":"x"}"#, collapseKey: "k", ttlSeconds: 0, eventID: "e1", timestampMs: 5, json: json)
+            let decoded = try UserNotificationDecoder.decode(value: value, contentType: json ? self.json : nil, key: Array("demo".utf8))
+            XCTAssertEqual(
+                decoded,
+                UserNotification(
+                    app: "demo", uid: "alice", message: UserMessage(data: .object(["a": .string("x")]), eventID: "e1", collapseKey: "k", ttlSeconds: 0),
+                    timestampMs: 5), "json: \(json)")
+        }
+    }
+
     func testProtobufBinaryFormDeadLetterReasons() throws {
         let good = try protobuf { $0.collapseKey = "room-1" }
         // Truncated in the middle of a field: the bytes do not decode.

@@ -6,10 +6,12 @@ check these fields the way the real services do)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 
 import requests
 
+from gateway import gateway_binary, gateway_env
 from procutil import wait_for
 from test_delivery import fake_hms  # noqa: F401 (a fixture)
 from test_user_notifications import hs, settings, v2_post
@@ -135,6 +137,20 @@ def test_protobuf_records_are_read_like_json_ones(stack_factory, uniq, token_fac
     message = message_of(stack.wait_sends(phone, 1)[0])
     assert message["data"] == {"s": "OK", "t": "user", "app": app, "id": "pb-1", "d": '{"title":"hé"}'}
     assert message["android"] == {**FCM_ANDROID, "ttl": "60s", "collapse_key": "c"}
+
+    # `push-gateway publish-user-notification`, in both forms; a mistake is refused before publishing.
+    for form in ([], ["--json"]):
+        res = subprocess.run([gateway_binary(), "publish-user-notification", "--brokers", stack.broker.bootstrap,
+                              "--topic", topic, "--app", app, "--uid", "bob", "--data", '{"form":%d}' % len(form),
+                              "--ttl", "30", *form], capture_output=True, timeout=60, env=gateway_env())
+        assert res.returncode == 0, res.stdout.decode() + res.stderr.decode()
+    sends = stack.wait_sends(phone, 3)
+    assert [json.loads(message_of(s)["data"]["d"]) for s in sends[1:]] == [{"form": 0}, {"form": 1}]
+    assert {message_of(s)["android"]["ttl"] for s in sends[1:]} == {"30s"}
+    res = subprocess.run([gateway_binary(), "publish-user-notification", "--brokers", stack.broker.bootstrap,
+                          "--topic", topic, "--app", app, "--uid", "bob", "--data", "[1]"],
+                         capture_output=True, timeout=60, env=gateway_env())
+    assert res.returncode != 0 and "data: expected a JSON object, got an array" in res.stderr.decode(), res.stderr.decode()
 
 
 def test_validate_event_reads_user_notifications_in_both_forms(tmp_path):
