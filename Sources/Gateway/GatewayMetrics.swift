@@ -30,6 +30,8 @@ public final class GatewayMetrics: Sendable {
     /// (`state.maxReplicaBytes`, 0: none); set at scrape time.
     public let stateBytes: Gauge
     public let stateBytesLimit: Gauge
+    /// 1 when the user-notifications topic is consumed, 0 when the startup check refused it (``UserNotificationsTopicCheck``).
+    public let userNotificationsConsumed: Gauge
     /// Owned partitions not served because they do not fit the byte budget (set at scrape time).
     public let partitionsOverBudget: Gauge
     /// 1 while the change consumer is a steady member of its group (between rebalances), from librdkafka's
@@ -83,6 +85,10 @@ public final class GatewayMetrics: Sendable {
         partitionsOverBudget = registry.makeGauge(
             descriptor: Self.name(
                 "partitions_over_budget", help: "Partitions this replica owns but does not serve: they do not fit its state byte budget"))
+        userNotificationsConsumed = registry.makeGauge(
+            descriptor: Self.name(
+                "user_notifications_consumed",
+                help: "1 when the user-notifications topic is consumed, 0 when it is not (its partition count differs from the change topic's, or it does not exist)"))
         stateBytesLimit = registry.makeGauge(
             descriptor: Self.name(
                 "state_bytes_limit", help: "The replica's high-water mark of state bytes (state.maxReplicaBytes; 0: none)"))

@@ -9,6 +9,7 @@ import json
 import subprocess
 import time
 
+import pytest
 import requests
 
 from gateway import gateway_binary, gateway_env
@@ -66,6 +67,7 @@ def test_ttl_and_collapse_key_reach_fcm_and_hms(stack_factory, fake_hms, uniq, t
     assert before + 3600 <= int(headers.pop("apns-expiration")) <= after + 3600
     assert headers == {**APNS_HEADERS, "apns-collapse-id": "7"}
     assert message_of(wait_hms(fake_hms, huawei, 1)[0])["android"] == {"urgency": "HIGH", "ttl": "3600s", "collapse_key": 7}
+    assert consumed_gauge(stack) == 1  # the topics' partition counts match
 
     # A TTL of 0 and a collapse key HMS cannot take (not a number in -1..100): HMS gets the TTL only; a key over
     # 64 bytes reaches APNs as its hash (43 characters), Android as given.
@@ -175,3 +177,34 @@ def test_validate_event_reads_user_notifications_in_both_forms(tmp_path):
     res = validate("--user-notification", "--file", str(path), "--content-type", "none")
     assert res.returncode == 1 and res.stdout.decode().startswith(
         "dead-lettered: undecodable record (protobuf): expected a protobuf pushgateway.v1.UserNotification"), res.stdout.decode()
+
+
+# -- the startup check of the topic's partition count -----------------------------------------------------------
+
+def consumed_gauge(stack) -> float:
+    return next(s.value for s in stack.gateway.metrics() if s.name == "pushgateway_user_notifications_consumed")
+
+
+@pytest.mark.parametrize("partitions", [2, None])
+def test_a_user_notifications_topic_unlike_the_change_topic_is_not_consumed(stack_factory, uniq, token_factory, partitions):
+    """Partition count 2 against the change topic's 4, or no such topic: an error, the gauge at 0, change events
+    go on. (The other tests, with matching counts, see the gauge at 1: test_ttl_and_collapse_key_reach_fcm_and_hms.)"""
+    stack = stack_factory(start=False)
+    topic = f"push.notifications.other.{stack.topics.suffix}"
+    if partitions is not None:
+        stack.broker.create_topic(topic, partitions)
+    stack.config["kafka"]["userNotificationsTopic"] = topic
+    stack.start()
+    app = "un-parts-" + uniq[4:]
+    stack.write_app_settings(app, settings(stack, app))
+    url = f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/probe"
+    wait_for(lambda: requests.get(url, headers={"Authorization": f"Bearer {hs('probe')}"}, timeout=5).status_code == 200,
+             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
+    assert consumed_gauge(stack) == 0
+    expected = "its partition count differs" if partitions else "it does not exist"
+    assert f"the user-notifications topic is not consumed: {expected}" in stack.gateway.logs(), stack.gateway.tails()
+    phone = token_factory("phone")
+    v2_post(stack, app, "carl", {"kind": "mobile", "path": uniq, "context": phone, "mode": "value"})
+    stack.publish(uniq, "SET", '{"a":1}', app=app)
+    stack.wait_sends(phone, 1)
+    assert requests.get(f"{stack.gateway.base}/readyz", timeout=5).status_code == 200
