@@ -60,7 +60,11 @@ struct UserNotificationsTopicCheck {
                         return .failure(KafkaError(message: "\(error)"))
                     }
                 }
-                let outcome = Self.decide(changes: count(changesTopic), notifications: count(notificationsTopic))
+                // Without the change topic's count the outcome is `unknown` whatever the other: not asked (a broker that
+                // does not answer would make startup wait twice).
+                let changes = count(changesTopic)
+                let notifications = changes.isSuccess ? count(notificationsTopic) : .failure(KafkaError(message: "not asked"))
+                let outcome = Self.decide(changes: changes, notifications: notifications)
                 consumer.close()
                 continuation.resume(returning: outcome)
             }
@@ -87,5 +91,12 @@ struct UserNotificationsTopicCheck {
                 metadata: metadata.merging([LoggingKeys.error: "\(reason)"], uniquingKeysWith: { $1 }))
         }
         return outcome.consumes ? notificationsTopic : nil
+    }
+}
+
+extension Result {
+    fileprivate var isSuccess: Bool {
+        if case .success = self { return true }
+        return false
     }
 }

@@ -6,10 +6,7 @@ import PushCore
 /// gateway accepts: what it will do with it, the message as the gateway reads it, and how to publish it.
 struct UserNotificationReport {
     var notification: UserNotification
-    var key: [UInt8]?
-    var keyGiven: Bool
-    var contentType: String?
-    var contentTypeGuessed: Bool
+    var record: RecordForm
 
     var text: String {
         let message = notification.message
@@ -34,16 +31,12 @@ struct UserNotificationReport {
         if let ttl = message.ttlSeconds { members["ttlSeconds"] = .number(String(ttl)) }
         if notification.timestampMs != 0 { members["timestampMs"] = .number(String(notification.timestampMs)) }
         lines.append("  " + JSONWriter.string(.object(members)))
-        lines += EventReport.publishing(app: notification.app, contentType: contentType, guessed: contentTypeGuessed)
+        lines += record.publishing(app: notification.app)
         lines.append("  topic: the user-notifications topic (kafka.userNotificationsTopic, push.notifications by default)")
-        var notes = EventReport.keyNotes(key: key, keyGiven: keyGiven)
+        var notes = record.keyNotes
         if notification.timestampMs == 0 {
             notes.append("timestampMs is missing: set the time of publication in milliseconds since the epoch (the latency metric uses it)")
         }
-        if !notes.isEmpty {
-            lines.append("notes:")
-            lines += notes.map { "  - \($0)" }
-        }
-        return lines.joined(separator: "\n") + "\n"
+        return RecordForm.text(lines, notes: notes)
     }
 }

@@ -56,21 +56,16 @@ struct ValidateEventCommand: ParsableCommand {
         case "none", "": header = nil
         case let given?: header = given
         }
+        let record = RecordForm(
+            key: key.map { Array($0.utf8) }, keyGiven: key != nil, contentType: header, contentTypeGuessed: guessed && header != nil)
         do {
             if userNotification {
                 let decoded = try UserNotificationDecoder.decode(
-                    value: value, contentType: header.map { Array($0.utf8) }, key: key.map { Array($0.utf8) })
-                let report = UserNotificationReport(
-                    notification: decoded, key: key.map { Array($0.utf8) }, keyGiven: key != nil, contentType: header,
-                    contentTypeGuessed: guessed && header != nil)
-                return print(report.text, terminator: "")
+                    value: value, contentType: header.map { Array($0.utf8) }, key: record.key)
+                return print(UserNotificationReport(notification: decoded, record: record).text, terminator: "")
             }
-            let decoded = try EventDecoder.decode(
-                value: value, contentType: header.map { Array($0.utf8) }, key: key.map { Array($0.utf8) })
-            let report = EventReport(
-                event: decoded, key: key.map { Array($0.utf8) }, keyGiven: key != nil, contentType: header,
-                contentTypeGuessed: guessed && header != nil)
-            print(report.text, terminator: "")
+            let decoded = try EventDecoder.decode(value: value, contentType: header.map { Array($0.utf8) }, key: record.key)
+            print(EventReport(event: decoded, record: record).text, terminator: "")
         } catch {
             print("dead-lettered: \(error.reason)")
             print("  (the gateway writes the record to the dead-letter topic with this reason in its x-dlq-reason header)")

@@ -14,8 +14,8 @@ import requests
 
 from gateway import gateway_binary, gateway_env
 from procutil import wait_for
-from test_delivery import fake_hms  # noqa: F401 (a fixture)
-from test_user_notifications import hs, settings, v2_post
+from test_delivery import fake_hms, start_with_hms  # noqa: F401 (a fixture)
+from test_user_notifications import hs, served, settings, v2_post
 
 FCM_ANDROID = {"priority": "high"}
 APNS_HEADERS = {"apns-push-type": "background", "apns-priority": "5"}
@@ -32,17 +32,8 @@ def wait_hms(server, token: str, n: int) -> list[dict]:
 
 def stack_with_fcm_and_hms(stack_factory, fake_hms, uniq):  # noqa: F811
     app = "un-opt-" + uniq[4:]
-    registered = fake_hms.register_app("200000" + uniq[4:10].translate(str.maketrans("abcdef", "123456")))
-    stack = stack_factory(start=False)
-    stack.config["hms"] = {"baseURL": fake_hms.base_url, "tokenURL": fake_hms.token_url}
-    stack.start()
-    stack.write_app_settings(app, {
-        **settings(stack, app),
-        "hms": {"appId": registered["app_id"], "clientId": registered["client_id"],
-                "clientSecret": registered["client_secret"]}})
-    url = f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/probe"
-    wait_for(lambda: requests.get(url, headers={"Authorization": f"Bearer {hs('probe')}"}, timeout=5).status_code == 200,
-             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
+    stack = start_with_hms(stack_factory, fake_hms, app, uniq, lambda stack: settings(stack, app), prefix="200000")
+    served(stack, app)
     return stack, app
 
 
@@ -127,9 +118,7 @@ def test_protobuf_records_are_read_like_json_ones(stack_factory, uniq, token_fac
     stack = stack_factory()
     app = "un-pb-" + uniq[4:]
     stack.write_app_settings(app, settings(stack, app))
-    url = f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/probe"
-    wait_for(lambda: requests.get(url, headers={"Authorization": f"Bearer {hs('probe')}"}, timeout=5).status_code == 200,
-             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
+    served(stack, app)
     phone = token_factory("phone")
     v2_post(stack, app, "bob", {"kind": "mobile", "path": uniq, "context": phone, "format": "v1"})
     topic = stack.topics.notifications
@@ -197,9 +186,7 @@ def test_a_user_notifications_topic_unlike_the_change_topic_is_not_consumed(stac
     stack.start()
     app = "un-parts-" + uniq[4:]
     stack.write_app_settings(app, settings(stack, app))
-    url = f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/probe"
-    wait_for(lambda: requests.get(url, headers={"Authorization": f"Bearer {hs('probe')}"}, timeout=5).status_code == 200,
-             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
+    served(stack, app)
     assert consumed_gauge(stack) == 0
     expected = "its partition count differs" if partitions else "it does not exist"
     assert f"the user-notifications topic is not consumed: {expected}" in stack.gateway.logs(), stack.gateway.tails()
