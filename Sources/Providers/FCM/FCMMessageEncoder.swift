@@ -35,10 +35,11 @@ public enum FCMMessageEncoder {
 
     /// The complete request body for `token` with an already serialised data object (`{...}`, e.g. from
     /// ``encodeData(_:)``), copied verbatim.
-    /// With `options`, their fields (see the type's documentation); `now` (unix seconds) dates `apns-expiration`.
+    /// With `options`, their fields (see the type's documentation); `now` (unix seconds, by default the wall
+    /// clock's) dates `apns-expiration`.
     public static func encodeMessage(
         token: String, dataJSON: some Collection<UInt8>, validateOnly: Bool = false, options: DeliveryOptions = .none,
-        now: Int64 = 0
+        now: Int64 = Int64(WallClock.now())
     ) -> [UInt8] {
         var writer = JSONStreamWriter(
             reservingCapacity: 256 + token.utf8.count + dataJSON.count + 2 * (options.collapseKey?.utf8.count ?? 0))
