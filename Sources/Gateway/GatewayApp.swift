@@ -156,7 +156,9 @@ public struct GatewayApp {
         // The user-notifications topic follows the change topic's assignment, partition for partition: consumed only
         // when it has the change topic's partition count.
         let userNotificationsTopic = await UserNotificationsTopicCheck(
-            consumer: try KafkaConsumer(properties: reader("topic-check"), logger: logger, onEvent: clientEvents("topic-check")),
+            makeConsumer: { [checker = reader("topic-check"), eventLogger] in
+                try KafkaConsumer(properties: checker, logger: eventLogger, onEvent: clientEvents("topic-check"))
+            },
             changesTopic: changesTopic, notificationsTopic: kafka.userNotificationsTopic,
             timeoutMs: Int32(clamping: min(kafka.startupTimeoutSeconds, 10) * 1000)
         ).run(metrics: metrics, logger: logger)

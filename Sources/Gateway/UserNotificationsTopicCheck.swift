@@ -42,7 +42,8 @@ struct UserNotificationsTopicCheck {
         }
     }
 
-    let consumer: KafkaConsumer
+    /// Makes the client that asks (on the check's thread, which also destroys it: every librdkafka call is blocking).
+    let makeConsumer: @Sendable () throws -> KafkaConsumer
     let changesTopic: String
     let notificationsTopic: String
     let timeoutMs: Int32
@@ -50,9 +51,13 @@ struct UserNotificationsTopicCheck {
     /// Asks the broker for both counts (blocking calls, on their own thread), decides, logs and sets the metric.
     /// Returns the topic to consume, or nil.
     func run(metrics: GatewayMetrics, logger: Logger) async -> String? {
-        let (consumer, changesTopic, notificationsTopic, timeoutMs) = (consumer, changesTopic, notificationsTopic, timeoutMs)
+        let (makeConsumer, changesTopic, notificationsTopic, timeoutMs) = (makeConsumer, changesTopic, notificationsTopic, timeoutMs)
         let outcome = await withCheckedContinuation { (continuation: CheckedContinuation<Outcome, Never>) in
             let thread = Thread {
+                let consumer: KafkaConsumer
+                do { consumer = try makeConsumer() } catch {
+                    return continuation.resume(returning: .unknown("no Kafka client: \(error)"))
+                }
                 func count(_ topic: String) -> Result<Int32, KafkaError> {
                     do { return .success(try consumer.partitionCount(topic: topic, timeoutMs: timeoutMs)) } catch let error as KafkaError {
                         return .failure(error)
@@ -64,9 +69,8 @@ struct UserNotificationsTopicCheck {
                 // does not answer would make startup wait twice).
                 let changes = count(changesTopic)
                 let notifications = changes.isSuccess ? count(notificationsTopic) : .failure(KafkaError(message: "not asked"))
-                let outcome = Self.decide(changes: changes, notifications: notifications)
                 consumer.close()
-                continuation.resume(returning: outcome)
+                continuation.resume(returning: Self.decide(changes: changes, notifications: notifications))
             }
             thread.name = "kafka-topic-check"
             thread.start()
