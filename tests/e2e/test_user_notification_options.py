@@ -15,7 +15,7 @@ import requests
 from gateway import gateway_binary, gateway_env
 from procutil import wait_for
 from test_delivery import fake_hms, start_with_hms  # noqa: F401 (a fixture)
-from test_user_notifications import hs, served, settings, v2_post
+from test_user_notifications import app_stack, served, settings, v2_post
 
 FCM_ANDROID = {"priority": "high"}
 APNS_HEADERS = {"apns-push-type": "background", "apns-priority": "5"}
@@ -115,10 +115,7 @@ def proto_user_notification(app_id: str, uid: str, data: str, event_id: str, col
 
 
 def test_protobuf_records_are_read_like_json_ones(stack_factory, uniq, token_factory):
-    stack = stack_factory()
-    app = "un-pb-" + uniq[4:]
-    stack.write_app_settings(app, settings(stack, app))
-    served(stack, app)
+    stack, app = app_stack(stack_factory, "un-pb-", uniq)
     phone = token_factory("phone")
     v2_post(stack, app, "bob", {"kind": "mobile", "path": uniq, "context": phone, "format": "v1"})
     topic = stack.topics.notifications
