@@ -20,27 +20,9 @@ public enum EventDecoder {
         if let contentType, contentType.hasPrefix(jsonContentType) {
             return try JSONEventReader.read(value, key: key)
         }
-        let format = contentType.map { "protobuf, content-type \(ChangeEvent.quoted($0))" } ?? "protobuf"
-        guard !value.isEmpty else {
-            throw ChangeEventError(
-                "undecodable record (\(format)): the value is empty; expected a pushgateway.v1.ChangeEvent (protobuf, or JSON with content-type: application/json)"
-            )
-        }
-        let notJSON = ChangeEventError(
-            "undecodable record (\(format)): the value is JSON but "
-                + (contentType.map { "its content-type is \(ChangeEvent.quoted($0))" } ?? "the record has no content-type header")
-                + "; a JSON event needs the record header content-type: application/json (without it the value is read as protobuf)")
-        // A protobuf ChangeEvent never starts with 0x7B (it would be field 15, a group).
-        if value.first == UInt8(ascii: "{") { throw notJSON }
-        let message: Pushgateway_V1_ChangeEvent
-        do {
-            message = try Pushgateway_V1_ChangeEvent(serializedBytes: value)
-        } catch {
-            if looksLikeJSON(value) { throw notJSON }
-            throw ChangeEventError(
-                "undecodable record (\(format)): expected a protobuf pushgateway.v1.ChangeEvent (proto/pushgateway/v1/change_event.proto), got bytes that do not decode (\(error))"
-            )
-        }
+        let message = try decodeProtobuf(
+            Pushgateway_V1_ChangeEvent.self, value: value, contentType: contentType, name: "pushgateway.v1.ChangeEvent",
+            file: "change_event.proto", noun: "event")
         let operation: ChangeEvent.Operation
         switch message.op {
         case .unspecified:
@@ -62,6 +44,34 @@ public enum EventDecoder {
             after: try ChangeEvent.jsonText(message.hasAfter ? message.after : nil, field: "after"),
             before: try ChangeEvent.jsonText(message.hasBefore ? message.before : nil, field: "before"),
             eventID: message.eventID, timestampMs: message.timestampMs)
+    }
+
+    /// The protobuf binary form of a record (no `content-type: application/json` header): an empty value, a JSON
+    /// value without the header, and bytes that do not decode as `M` are `undecodable record` errors naming the
+    /// message (`name`, in proto/pushgateway/v1/`file`) and what to send instead. `noun` names the record in them.
+    static func decodeProtobuf<M: SwiftProtobuf.Message>(
+        _ type: M.Type, value: [UInt8], contentType: String?, name: String, file: String, noun: String
+    ) throws(ChangeEventError) -> M {
+        let format = contentType.map { "protobuf, content-type \(ChangeEvent.quoted($0))" } ?? "protobuf"
+        guard !value.isEmpty else {
+            throw ChangeEventError(
+                "undecodable record (\(format)): the value is empty; expected a \(name) (protobuf, or JSON with content-type: application/json)"
+            )
+        }
+        let notJSON = ChangeEventError(
+            "undecodable record (\(format)): the value is JSON but "
+                + (contentType.map { "its content-type is \(ChangeEvent.quoted($0))" } ?? "the record has no content-type header")
+                + "; a JSON \(noun) needs the record header content-type: application/json (without it the value is read as protobuf)")
+        // Neither message ever starts with 0x7B (it would be field 15, a group).
+        if value.first == UInt8(ascii: "{") { throw notJSON }
+        do {
+            return try M(serializedBytes: value)
+        } catch {
+            if looksLikeJSON(value) { throw notJSON }
+            throw ChangeEventError(
+                "undecodable record (\(format)): expected a protobuf \(name) (proto/pushgateway/v1/\(file)), got bytes that do not decode (\(error))"
+            )
+        }
     }
 
     static func keyMismatch(key: [UInt8], app: String, field: String) -> String {

@@ -1,4 +1,6 @@
 import PushCore
+import PushProto
+import SwiftProtobuf
 
 /// Turns a record of the user-notifications topic into a validated ``PushCore/UserNotification``. The JSON form
 /// (record header `content-type: application/json`) of `pushgateway.v1.UserNotification`
@@ -7,8 +9,9 @@ import PushCore
 /// strict protobuf mapping); `ttlSeconds` and `timestampMs` as numbers or decimal strings. A failure carries the
 /// dead-letter reason, naming the field and what was expected.
 ///
-/// The protobuf binary form is not read yet (its Swift is not generated): such a record is dead-lettered with a
-/// reason that says to send the JSON form.
+/// Without that header the value is read as protobuf binary (as change records are): `data` holds the JSON text of
+/// the object; `collapse_key` and `ttl_seconds` are proto3 `optional` (absent: none; present, even empty or 0:
+/// checked as given).
 public enum UserNotificationDecoder {
     static let fields: [(json: String, proto: String)] = [
         ("appId", "app_id"), ("uid", "uid"), ("data", "data"), ("collapseKey", "collapse_key"), ("ttlSeconds", "ttl_seconds"),
@@ -18,9 +21,7 @@ public enum UserNotificationDecoder {
     public static func decode(value: [UInt8], contentType: [UInt8]?, key: [UInt8]?) throws(ChangeEventError) -> UserNotification {
         let contentType = contentType.map { String(decoding: $0, as: UTF8.self).lowercased() }
         guard let contentType, contentType.hasPrefix(EventDecoder.jsonContentType) else {
-            throw ChangeEventError(
-                "undecodable record (\(contentType.map { "content-type \(ChangeEvent.quoted($0))" } ?? "no content-type header")): user notifications are read in their JSON form only (record header content-type: application/json); the protobuf form is not supported yet"
-            )
+            return try decodeProtobuf(value: value, contentType: contentType, key: key)
         }
         let document: JSONValue
         do { document = try JSONParser.parse(value) } catch {
@@ -57,6 +58,39 @@ public enum UserNotificationDecoder {
             collapseKey: try string(member("collapseKey")), ttlSeconds: try integer(member("ttlSeconds")),
             eventID: try string(member("eventId")) ?? "", timestampMs: try integer(member("timestampMs")) ?? 0,
             appIDField: appIDField)
+    }
+
+    /// Encodes a user notification as a record value: protobuf binary, or protobuf's JSON mapping when `json`
+    /// (`data` is JSON text; used by `push-gateway publish-user-notification` and tests). Not checked: decode it.
+    public static func encode(
+        app: String, uid: String, data: String, collapseKey: String?, ttlSeconds: Int64?, eventID: String,
+        timestampMs: Int64, json: Bool
+    ) throws -> [UInt8] {
+        var message = Pushgateway_V1_UserNotification()
+        message.appID = app
+        message.uid = uid
+        message.data = data
+        if let collapseKey { message.collapseKey = collapseKey }
+        if let ttlSeconds { message.ttlSeconds = ttlSeconds }
+        message.eventID = eventID
+        message.timestampMs = timestampMs
+        return json ? try message.jsonUTF8Bytes() : try message.serializedBytes()
+    }
+
+    /// The protobuf binary form (see the type's documentation).
+    private static func decodeProtobuf(value: [UInt8], contentType: String?, key: [UInt8]?) throws(ChangeEventError) -> UserNotification {
+        let message = try EventDecoder.decodeProtobuf(
+            Pushgateway_V1_UserNotification.self, value: value, contentType: contentType,
+            name: "pushgateway.v1.UserNotification", file: "user_notification.proto", noun: "user notification")
+        if let key, !key.isEmpty, !message.appID.isEmpty, !key.elementsEqual(message.appID.utf8) {
+            throw ChangeEventError(EventDecoder.keyMismatch(key: key, app: message.appID, field: "app_id"))
+        }
+        return try UserNotification.validated(
+            app: message.appID, uid: message.uid,
+            data: try data(message.data.isEmpty ? nil : ("data", .string(message.data))),
+            collapseKey: message.hasCollapseKey ? message.collapseKey : nil,
+            ttlSeconds: message.hasTtlSeconds ? message.ttlSeconds : nil,
+            eventID: message.eventID, timestampMs: message.timestampMs)
     }
 
     private static func string(_ entry: (name: String, value: JSONValue)?) throws(ChangeEventError) -> String? {

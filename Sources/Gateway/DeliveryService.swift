@@ -206,8 +206,13 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         else {
             return completed(key)  // cannot be built (over 4093 bytes even without data): counted, dropped
         }
+        guard let options = DeliveryOptions.of(entry, now: clock()) else {
+            // A user notification whose TTL ran out while it was retried: the publisher no longer wants it sent.
+            metrics.retryOutcome("expired")
+            return completed(key)
+        }
         let messageID = entry.subscriber.kind == .webhook ? WebhookSender.messageID(origin: entry.origin, body: payload) : ""
-        switch await sender.send(token: entry.subscriber.token, payload: payload, messageID: messageID) {
+        switch await sender.send(token: entry.subscriber.token, payload: payload, messageID: messageID, options: options) {
         case .sent:
             metrics.notificationSent(provider: sender.provider)
             board?.sent(app: entry.app, project: sender.project)

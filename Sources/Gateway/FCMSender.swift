@@ -13,7 +13,11 @@ public struct FCMSender: PushSender {
     public init(client: FCMClient) { self.client = client }
 
     public func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        switch await client.send(token: token, dataJSON: payload) {
+        await send(token: token, payload: payload, messageID: "", options: .none)
+    }
+
+    public func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
+        switch await client.send(token: token, dataJSON: payload, options: options) {
         case .sent:
             return .sent
         case .failed(let error):

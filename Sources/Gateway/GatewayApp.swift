@@ -153,10 +153,17 @@ public struct GatewayApp {
             topic: kafka.membersTopic, group: kafka.groupId, address: configuration.advertisedAddress, key: clusterKey,
             metrics: metrics, standbyReplicas: configuration.state.standbyReplicas, logger: logger)
         let changesTopic = kafka.changesTopic
-        let userNotificationsTopic = kafka.userNotificationsTopic
-        // The user-notifications topic follows the change topic's assignment, partition for partition.
+        // The user-notifications topic follows the change topic's assignment, partition for partition: consumed only
+        // when it has the change topic's partition count.
+        let userNotificationsTopic = await UserNotificationsTopicCheck(
+            makeConsumer: { [checker = reader("topic-check"), eventLogger] in
+                try KafkaConsumer(properties: checker, logger: eventLogger, onEvent: clientEvents("topic-check"))
+            },
+            changesTopic: changesTopic, notificationsTopic: kafka.userNotificationsTopic,
+            timeoutMs: Int32(clamping: min(kafka.startupTimeoutSeconds, 10) * 1000)
+        ).run(metrics: metrics, logger: logger)
         let groupConsumer = try KafkaConsumer(
-            properties: consumerProperties, logger: logger, companions: [changesTopic: userNotificationsTopic],
+            properties: consumerProperties, logger: logger, companions: userNotificationsTopic.map { [changesTopic: $0] } ?? [:],
             onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) },
             onEvent: clientEvents("consumer"))
         let ledger = OffsetLedger(

@@ -30,6 +30,8 @@ public final class GatewayMetrics: Sendable {
     /// (`state.maxReplicaBytes`, 0: none); set at scrape time.
     public let stateBytes: Gauge
     public let stateBytesLimit: Gauge
+    /// 1 when the user-notifications topic is consumed, 0 when the startup check refused it (``UserNotificationsTopicCheck``).
+    public let userNotificationsConsumed: Gauge
     /// Owned partitions not served because they do not fit the byte budget (set at scrape time).
     public let partitionsOverBudget: Gauge
     /// 1 while the change consumer is a steady member of its group (between rebalances), from librdkafka's
@@ -83,13 +85,17 @@ public final class GatewayMetrics: Sendable {
         partitionsOverBudget = registry.makeGauge(
             descriptor: Self.name(
                 "partitions_over_budget", help: "Partitions this replica owns but does not serve: they do not fit its state byte budget"))
+        userNotificationsConsumed = registry.makeGauge(
+            descriptor: Self.name(
+                "user_notifications_consumed",
+                help: "1 when the user-notifications topic is consumed, 0 when it is not (its partition count differs from the change topic's, or it does not exist)"))
         stateBytesLimit = registry.makeGauge(
             descriptor: Self.name(
                 "state_bytes_limit", help: "The replica's high-water mark of state bytes (state.maxReplicaBytes; 0: none)"))
         // Counters whose label values are known in advance start at 0, so that an alert on `increase()` sees
         // their first increment (a series that appears at 1 has no increase).
         for category in ["undecodable", "invalid"] { _ = counter("dead", Self.deadLetters, [("category", category)]) }
-        for outcome in ["delivered", "discarded", "dropped_unsubscribed", "dropped_not_owner"] {
+        for outcome in ["delivered", "discarded", "dropped_unsubscribed", "dropped_not_owner", "expired"] {
             _ = counter("retried", Self.retriesFinished, [("outcome", outcome)])
         }
         for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }

@@ -21,7 +21,11 @@ public final class HMSSender: PushSender {
     public init(client: HMSClient) { self.client = client }
 
     public func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        let result = await client.send(token: token, dataJSON: payload)
+        await send(token: token, payload: payload, messageID: "", options: .none)
+    }
+
+    public func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
+        let result = await client.send(token: token, dataJSON: payload, options: options)
         let now = WallClock.now()
         switch result {
         case .sent:

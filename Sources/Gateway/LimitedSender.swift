@@ -17,8 +17,12 @@ struct LimitedSender: PushSender {
     var project: String { inner.project }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
+        await send(token: token, payload: payload, messageID: "", options: .none)
+    }
+
+    func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
         await limit.acquire()
         defer { limit.release() }
-        return await inner.send(token: token, payload: payload)
+        return await inner.send(token: token, payload: payload, messageID: messageID, options: options)
     }
 }

@@ -46,6 +46,11 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
             || code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN.rawValue
     }
 
+    /// The topic (or partition) does not exist.
+    public var isUnknownTopic: Bool {
+        code == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART.rawValue || code == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC.rawValue
+    }
+
     /// The record was not stored within `message.timeout.ms`.
     public var isTimeout: Bool { code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue }
 

@@ -5,41 +5,20 @@ import PushCore
 /// event as the gateway reads it, and how to publish it.
 struct EventReport {
     var event: ChangeEvent
-    /// The record key the publisher will set (nil: not said, so the report asks for the app id).
-    var key: [UInt8]?
-    var keyGiven: Bool
-    /// The record's `content-type` header (nil: none).
-    var contentType: String?
-    /// True when the content type was guessed from the input rather than given.
-    var contentTypeGuessed: Bool
+    var record: RecordForm
 
     var text: String {
         var lines = ["accepted: \(event.operation.rawValue) at \(event.path) of app \(event.app)", "  \(effect)"]
         lines.append("  (an app the gateway has no settings for is skipped, counted in pushgateway_events_consumed_total{result=\"unknown_app\"})")
         lines.append("as the gateway reads it:")
         lines.append("  " + JSONWriter.string(canonical))
-        lines.append("publish it with:")
-        lines.append("  record key: \(event.app)")
-        if let contentType {
-            lines.append("  header content-type: \(contentType)" + (contentTypeGuessed ? " (JSON form: required)" : ""))
-        } else {
-            lines.append("  no content-type header (protobuf)")
-        }
-        var notes: [String] = []
-        if keyGiven, key?.isEmpty ?? true {
-            notes.append(
-                "the record has no key: it is delivered, but the gateway logs an error; the key must be the app id, so that an app's events share one partition and stay in order"
-            )
-        }
+        lines += record.publishing(app: event.app)
+        var notes = record.keyNotes
         if event.eventID.isEmpty { notes.append("eventId is empty: set a unique id per write (tracing, duplicate counting)") }
         if event.timestampMs == 0 {
             notes.append("timestampMs is missing: set the time of the write in milliseconds since the epoch (the latency metric uses it)")
         }
-        if !notes.isEmpty {
-            lines.append("notes:")
-            lines += notes.map { "  - \($0)" }
-        }
-        return lines.joined(separator: "\n") + "\n"
+        return RecordForm.text(lines, notes: notes)
     }
 
     private var effect: String {
@@ -81,5 +60,41 @@ struct EventReport {
         if !event.eventID.isEmpty { members["eventId"] = .string(event.eventID) }
         if event.timestampMs != 0 { members["timestampMs"] = .number(String(event.timestampMs)) }
         return .object(members)
+    }
+}
+
+/// How the record will be published, as the publisher said (`--key`, `--content-type`) or as guessed: what both
+/// reports (``EventReport``, ``UserNotificationReport``) say about its key and header.
+struct RecordForm {
+    /// The record key the publisher will set (nil: not said, so the report asks for the app id).
+    var key: [UInt8]?
+    var keyGiven: Bool
+    /// The record's `content-type` header (nil: none).
+    var contentType: String?
+    /// True when the content type was guessed from the input rather than given.
+    var contentTypeGuessed: Bool
+
+    /// How to publish a record of `app`: its key and header.
+    func publishing(app: String) -> [String] {
+        var lines = ["publish it with:", "  record key: \(app)"]
+        if let contentType {
+            lines.append("  header content-type: \(contentType)" + (contentTypeGuessed ? " (JSON form: required)" : ""))
+        } else {
+            lines.append("  no content-type header (protobuf)")
+        }
+        return lines
+    }
+
+    /// The note about a record published without a key.
+    var keyNotes: [String] {
+        guard keyGiven, key?.isEmpty ?? true else { return [] }
+        return [
+            "the record has no key: it is delivered, but the gateway logs an error; the key must be the app id, so that an app's events share one partition and stay in order"
+        ]
+    }
+
+    /// A report's lines, then its notes, if any, as one text.
+    static func text(_ lines: [String], notes: [String]) -> String {
+        (lines + (notes.isEmpty ? [] : ["notes:"] + notes.map { "  - \($0)" })).joined(separator: "\n") + "\n"
     }
 }

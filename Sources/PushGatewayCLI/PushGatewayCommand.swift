@@ -13,7 +13,7 @@ struct PushGatewayCommand: AsyncParsableCommand {
         commandName: "push-gateway",
         abstract: "Wakes mobile apps when data they subscribed to changes.",
         subcommands: [
-            Run.self, Publish.self, ValidateEventCommand.self, DemoTokenCommand.self, DecodeCommand.self,
+            Run.self, Publish.self, PublishUserNotification.self, ValidateEventCommand.self, DemoTokenCommand.self, DecodeCommand.self,
             CheckCredentialsCommand.self,
         ],
         defaultSubcommand: Run.self)
@@ -71,6 +71,12 @@ struct Publish: AsyncParsableCommand {
         let value = try EventDecoder.encode(
             app: app, path: path, operation: operation, after: after, before: before, eventID: UUID().uuidString,
             timestampMs: Int64(Date().timeIntervalSince1970 * 1000), json: json)
+        try await Self.send(value, app: app, topic: topic, brokers: brokers, json: json)
+        print("published \(op) \(path) to \(topic) for app \(app)")
+    }
+
+    /// Produces one record keyed by the app id (with the JSON form's header when `json`), and waits for the broker.
+    static func send(_ value: [UInt8], app: String, topic: String, brokers: String, json: Bool) async throws {
         var logger = Logger(label: "push-gateway-publish")
         logger.logLevel = .warning
         let producer = try KafkaProducer(
@@ -78,6 +84,37 @@ struct Publish: AsyncParsableCommand {
         let headers = json ? [KafkaHeader(name: EventDecoder.contentTypeHeader, string: "application/json")] : []
         try await producer.send(KafkaRecord(topic: topic, key: Array(app.utf8), value: value, headers: headers))
         producer.close()
-        print("published \(op) \(path) to \(topic) for app \(app)")
+    }
+}
+
+struct PublishUserNotification: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "publish-user-notification",
+        abstract: "Publish one message to every device of a user (the user-notifications topic; for trying the gateway out).")
+
+    @Option(help: "Bootstrap servers, host:port.") var brokers: String
+    @Option(help: "User-notifications topic.") var topic = "push.notifications"
+    @Option(help: "App id (also the record key).") var app: String
+    @Option(help: "The user to notify.") var uid: String
+    @Option(help: "What the devices receive: a JSON object, as JSON text.") var data: String
+    @Option(name: .customLong("collapse-key"), help: "Messages with the same key replace each other at the provider.")
+    var collapseKey: String?
+    @Option(name: .customLong("ttl"), help: "Seconds the provider keeps it for an offline device (0 to 2419200).")
+    var ttlSeconds: Int64?
+    @Flag(help: "Publish protobuf's JSON mapping (content-type: application/json) instead of protobuf.") var json = false
+
+    func run() async throws {
+        let value = try UserNotificationDecoder.encode(
+            app: app, uid: uid, data: data, collapseKey: collapseKey, ttlSeconds: ttlSeconds, eventID: UUID().uuidString,
+            timestampMs: Int64(Date().timeIntervalSince1970 * 1000), json: json)
+        // Checked as the gateway will check it: a mistake is reported here rather than dead-lettered.
+        do {
+            _ = try UserNotificationDecoder.decode(
+                value: value, contentType: json ? Array(EventDecoder.jsonContentType.utf8) : nil, key: Array(app.utf8))
+        } catch {
+            throw ValidationError("the gateway would dead-letter it: \(error.reason)")
+        }
+        try await Publish.send(value, app: app, topic: topic, brokers: brokers, json: json)
+        print("published a message to the user \(uid) to \(topic) for app \(app)")
     }
 }

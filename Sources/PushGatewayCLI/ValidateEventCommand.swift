@@ -8,12 +8,14 @@ import PushCore
 struct ValidateEventCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate-event",
-        abstract: "Check a change event: what the gateway will do with it, or why it would be dead-lettered",
+        abstract: "Check a change event (or a user notification): what the gateway will do with it, or why it would be dead-lettered",
         discussion: """
             EVENT is the record's value: the JSON form ({"appId":"demo","path":"/chat","op":"set","after":{"m":"hi"}}) \
             or, with --file or on standard input, protobuf bytes. The content type is guessed (JSON when the value \
             starts with '{') unless --content-type gives the record's header as it will be published ('none': no \
-            header). Exit status: 0 accepted, 1 dead-lettered, 64 usage.
+            header). With --user-notification, EVENT is a record of the user-notifications topic \
+            ({"appId":"demo","uid":"alice","data":{"title":"hi"},"eventId":"e-1"}). Exit status: 0 accepted, \
+            1 dead-lettered, 64 usage.
             """)
 
     @Argument(help: "The event (JSON text); - or nothing reads standard input.")
@@ -29,6 +31,11 @@ struct ValidateEventCommand: ParsableCommand {
 
     @Option(help: "The record key as it will be published ('' for no key; default: the app id).")
     var key: String?
+
+    @Flag(
+        name: .customLong("user-notification"),
+        help: "EVENT is a record of the user-notifications topic (pushgateway.v1.UserNotification), not a change event.")
+    var userNotification = false
 
     func run() throws {
         let value: [UInt8]
@@ -49,13 +56,16 @@ struct ValidateEventCommand: ParsableCommand {
         case "none", "": header = nil
         case let given?: header = given
         }
+        let record = RecordForm(
+            key: key.map { Array($0.utf8) }, keyGiven: key != nil, contentType: header, contentTypeGuessed: guessed && header != nil)
         do {
-            let decoded = try EventDecoder.decode(
-                value: value, contentType: header.map { Array($0.utf8) }, key: key.map { Array($0.utf8) })
-            let report = EventReport(
-                event: decoded, key: key.map { Array($0.utf8) }, keyGiven: key != nil, contentType: header,
-                contentTypeGuessed: guessed && header != nil)
-            print(report.text, terminator: "")
+            if userNotification {
+                let decoded = try UserNotificationDecoder.decode(
+                    value: value, contentType: header.map { Array($0.utf8) }, key: record.key)
+                return print(UserNotificationReport(notification: decoded, record: record).text, terminator: "")
+            }
+            let decoded = try EventDecoder.decode(value: value, contentType: header.map { Array($0.utf8) }, key: record.key)
+            print(EventReport(event: decoded, record: record).text, terminator: "")
         } catch {
             print("dead-lettered: \(error.reason)")
             print("  (the gateway writes the record to the dead-letter topic with this reason in its x-dlq-reason header)")

@@ -176,6 +176,40 @@ final class DeliveryOrderTests: XCTestCase {
         }
     }
 
+    /// A user notification queued for subscription d1 at /x (as ``PartitionMachine/notifyUser`` queues one).
+    func userNotification(ttl: Int?, key: String?, eventID: String) throws -> PendingNotification {
+        var pending = PendingNotification(
+            app: Self.app, path: try DataPath("/x"), subscriber: SubscriberKey(kind: .mobile, token: "d1"), format: .v1,
+            content: .user(UserMessage(data: .object([:]), eventID: eventID, collapseKey: key, ttlSeconds: ttl)),
+            scope: Self.app, origin: eventID, firstFailureAt: Date().timeIntervalSince1970)
+        pending.payload = Array(eventID.utf8)
+        return pending
+    }
+
+    func testUserNotificationsCarryTheirTTLAndCollapseKeyAndExpireBetweenRetries() async throws {
+        let harness = try await harness()
+        try await subscribe(harness, device: "d1")
+        let unavailable = DeliveryOutcome.failed(DeliveryFailure(reason: "UNAVAILABLE", classification: .retryable))
+        // TTL 0: one attempt; it fails, so the retry is dropped (expired), and the line moves on to the next one,
+        // which fails once and is retried with what is left of its TTL.
+        harness.sender.script("d1", [unavailable, unavailable])
+        harness.delivery.enqueue([
+            try userNotification(ttl: 0, key: "k", eventID: "once"), try userNotification(ttl: 3600, key: "7", eventID: "later"),
+        ])
+        await harness.eventually("the second one delivered") { harness.sender.sent(to: "d1") == ["later"] }
+        let attempts = harness.sender.attemptsMade(to: "d1")
+        XCTAssertEqual(attempts.map(\.payload), ["once", "later", "later"])
+        XCTAssertEqual(attempts[0].options, DeliveryOptions(ttlSeconds: 0, collapseKey: "k"))
+        XCTAssertEqual(attempts[1].options, DeliveryOptions(ttlSeconds: 3600, collapseKey: "7"))
+        XCTAssertEqual(attempts[2].options.collapseKey, "7")
+        XCTAssertTrue((3598...3599).contains(attempts[2].options.ttlSeconds ?? 0), "\(attempts[2].options)")
+        XCTAssertTrue(harness.metrics.text().contains(#"pushgateway_retries_finished_total{outcome="expired"} 1"#))
+        // A change event to the same device: no options.
+        try harness.process(try set("/x", "1"), offset: 0)
+        await harness.eventually("the value") { harness.sender.sent(to: "d1").count == 2 }
+        XCTAssertEqual(harness.sender.attemptsMade(to: "d1").last?.options, DeliveryOptions.none)
+    }
+
     func testDeadTokenDeletesTheSubscriptionWithoutARevoke() async throws {
         let harness = try await harness()
         try await subscribe(harness, device: "d1")

@@ -18,6 +18,8 @@ final class FakeSender: PushSender, Sendable {
     struct Sent: Sendable, Equatable {
         var token: String
         var payload: String
+        /// What it was sent with (a user notification's TTL and collapse key).
+        var options = DeliveryOptions.none
     }
 
     var provider: String { "fake" }
@@ -41,6 +43,10 @@ final class FakeSender: PushSender, Sendable {
     }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
+        await send(token: token, payload: payload, messageID: "", options: .none)
+    }
+
+    func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state -> Bool in
                 if state.held { state.waiters.append(continuation) }
@@ -49,7 +55,7 @@ final class FakeSender: PushSender, Sendable {
             if !wait { continuation.resume() }
         }
         return state.withLock { state in
-            let sent = Sent(token: token, payload: String(decoding: payload, as: UTF8.self))
+            let sent = Sent(token: token, payload: String(decoding: payload, as: UTF8.self), options: options)
             state.attempts.append(sent)
             var outcome = DeliveryOutcome.sent
             if var scripted = state.script[token], !scripted.isEmpty {
@@ -64,6 +70,8 @@ final class FakeSender: PushSender, Sendable {
     /// Delivered payloads to `token`, in order.
     func sent(to token: String) -> [String] { state.withLock { $0.sent.filter { $0.token == token }.map(\.payload) } }
     var sent: [Sent] { state.withLock { $0.sent } }
+    /// Every attempt to `token` (failed ones too), in order.
+    func attemptsMade(to token: String) -> [Sent] { state.withLock { $0.attempts.filter { $0.token == token } } }
     func attempts(to token: String) -> Int { state.withLock { $0.attempts.filter { $0.token == token }.count } }
 }
 

@@ -158,17 +158,24 @@ def hms_data(server, token: str) -> list[str]:
     return [s["data"] for s in server.sends() if s.get("token") == token and s.get("code") == "80000000"]
 
 
-@pytest.mark.timeout(180)
-def test_hms_delivery_revocation_and_mass_failure_guard(stack_factory, fake_hms, uniq, token_factory):
-    hw = "hw" + uniq[4:]
-    registered = fake_hms.register_app("100000" + uniq[4:10].translate(str.maketrans("abcdef", "123456")))
+def start_with_hms(stack_factory, fake_hms, app: str, uniq: str, settings, prefix: str = "100000"):
+    """A started stack whose gateway reaches the fake HMS, and `app`'s settings (`settings(stack)` plus its own HMS
+    app, registered with the fake, its numeric id made of `prefix` and `uniq`)."""
+    registered = fake_hms.register_app(prefix + uniq[4:10].translate(str.maketrans("abcdef", "123456")))
     stack = stack_factory(start=False)
     stack.config["hms"] = {"baseURL": fake_hms.base_url, "tokenURL": fake_hms.token_url}
     stack.start()
-    stack.write_app_settings(hw, {
-        "enabled": True, "authKeys": [{"alg": "HS256", "secret": SECRET}],
-        "hms": {"appId": registered["app_id"], "clientId": registered["client_id"],
-                "clientSecret": registered["client_secret"]}})
+    stack.write_app_settings(app, {
+        **settings(stack), "hms": {"appId": registered["app_id"], "clientId": registered["client_id"],
+                            "clientSecret": registered["client_secret"]}})
+    return stack
+
+
+@pytest.mark.timeout(180)
+def test_hms_delivery_revocation_and_mass_failure_guard(stack_factory, fake_hms, uniq, token_factory):
+    hw = "hw" + uniq[4:]
+    stack = start_with_hms(stack_factory, fake_hms, hw, uniq,
+                           lambda _: {"enabled": True, "authKeys": [{"alg": "HS256", "secret": SECRET}]})
     token = jwt.encode({"uid": "u1", "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
     url = f"{stack.gateway.base}/datasync/v2/{hw}/subscriptions/u1"
     headers = {"Authorization": f"Bearer {token}"}

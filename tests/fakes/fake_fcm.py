@@ -32,7 +32,9 @@ POST /token
     {"error": "invalid_grant" | "unsupported_grant_type" | "invalid_request", "error_description": "..."}.
 POST /v1/projects/{project}/messages:send
     Needs "Authorization: Bearer <issued, unexpired token>" (else 401 UNAUTHENTICATED), a JSON body with
-    message.token (non-empty string) and message.data values all strings, and validate_only a boolean when
+    message.token (non-empty string) and message.data values all strings, message.android.ttl a Duration
+    string ("3600s", at most 4 weeks) and android.collapse_key a string when present, message.apns.headers all
+    strings (apns-expiration decimal, apns-collapse-id at most 64 bytes), and validate_only a boolean when
     present (else 400 INVALID_ARGUMENT with a google.rpc.BadRequest fieldViolation), and the project of the
     token's service account (else 403 PERMISSION_DENIED). Then applies injected errors, then answers 200
     {"name": "projects/{project}/messages/<id>"}. Every request is recorded.
@@ -490,6 +492,47 @@ def validate_message(document: Any) -> tuple[str, str] | None:
     for index, (key, value) in enumerate(data.items()):
         if not isinstance(value, str):
             return f"message.data[{index}].value", f"Invalid value at 'message.data[{index}].value' (TYPE_STRING), {json.dumps(value)}"
+    return validate_android(message.get("android", {})) or validate_apns(message.get("apns", {}))
+
+
+# A google.protobuf.Duration in its JSON form, as FCM reads android.ttl: seconds, up to 9 decimals, then "s".
+DURATION = re.compile(r"^\d+(\.\d{1,9})?s$")
+MAX_TTL_SECONDS = 2_419_200  # 4 weeks: FCM refuses a longer android.ttl
+MAX_APNS_COLLAPSE_ID_BYTES = 64
+
+
+def validate_android(android: Any) -> tuple[str, str] | None:
+    """android.ttl (a Duration string, at most 4 weeks) and android.collapse_key (a string), as FCM checks them."""
+    if not isinstance(android, dict):
+        return "message.android", "Invalid value at 'message.android': an AndroidConfig object is required."
+    if "ttl" in android:
+        ttl = android["ttl"]
+        if not isinstance(ttl, str) or not DURATION.match(ttl):
+            return "message.android.ttl", f"Invalid value at 'message.android.ttl' (type.googleapis.com/google.protobuf.Duration), {json.dumps(ttl)}"
+        if float(ttl[:-1]) > MAX_TTL_SECONDS:
+            return "message.android.ttl", "The TTL must not exceed 4 weeks (2419200s)."
+    if "collapse_key" in android and not isinstance(android["collapse_key"], str):
+        return "message.android.collapse_key", f"Invalid value at 'message.android.collapse_key' (TYPE_STRING), {json.dumps(android['collapse_key'])}"
+    return None
+
+
+def validate_apns(apns: Any) -> tuple[str, str] | None:
+    """apns.headers: a map of strings; apns-expiration a decimal number of seconds, apns-collapse-id at most 64
+    bytes (APNs refuses a longer one: BadCollapseId, which FCM reports as INVALID_ARGUMENT)."""
+    if not isinstance(apns, dict):
+        return "message.apns", "Invalid value at 'message.apns': an ApnsConfig object is required."
+    headers = apns.get("headers", {})
+    if not isinstance(headers, dict):
+        return "message.apns.headers", "Invalid value at 'message.apns.headers': a map of strings is required."
+    for name, value in headers.items():
+        if not isinstance(value, str):
+            return f"message.apns.headers[{name}]", f"Invalid value at 'message.apns.headers[{name}]' (TYPE_STRING), {json.dumps(value)}"
+    expiration = headers.get("apns-expiration")
+    if expiration is not None and not re.fullmatch(r"\d+", expiration):
+        return "message.apns.headers", f"Invalid APNs header apns-expiration: {json.dumps(expiration)}"
+    collapse_id = headers.get("apns-collapse-id")
+    if collapse_id is not None and len(collapse_id.encode("utf-8")) > MAX_APNS_COLLAPSE_ID_BYTES:
+        return "message.apns.headers", "Invalid APNs header apns-collapse-id: more than 64 bytes (BadCollapseId)"
     return None
 
 

@@ -30,7 +30,8 @@ POST /v1/{appId}/messages:send
     1. "Authorization: Bearer <token>": missing, unknown or issued for another app -> HTTP 401 code 80200001;
        expired -> HTTP 401 code 80200003.
     2. Body: JSON (else 400 80100003) {"validate_only": bool (optional), "message": {"data": STRING that parses
-       as a JSON object, "android": {"urgency": "HIGH" | "NORMAL"} (optional), "token": [non-empty strings,
+       as a JSON object, "android": {"urgency": "HIGH" | "NORMAL", "ttl": a duration string ("86400s", "86400",
+       up to 9 decimals; at most 15 days), "collapse_key": an integer -1..100} (each optional), "token": [non-empty strings,
        1..1000]}}. Structure errors -> 400 80100003, bad values -> 400 80100001, no/too many tokens -> 200
        80300010, data over 4096 bytes -> 200 80300008.
     3. Injected responses (per-token queues first, then the global one).
@@ -112,6 +113,9 @@ from fake_fcm import (  # noqa: E402
 MAX_RECORDED_SENDS = 100_000
 MAX_TOKENS = 1000
 MAX_DATA_BYTES = 4096
+# android.ttl as HMS reads it: seconds, optionally with up to 9 decimals, optionally ending in "s".
+HMS_DURATION = re.compile(r"^\d+(\.\d{1,9})?[sS]?$")
+MAX_TTL_SECONDS = 1_296_000  # 15 days
 TOKEN_PATH = "/oauth2/v3/token"
 SEND_PATH = re.compile(r"^/v1/([^/]+)/messages:send$")
 
@@ -424,6 +428,16 @@ class FakeHMSApp:
             return "80100003", "Incorrect message structure: message.android must be an object"
         if "urgency" in android and android["urgency"] not in ("HIGH", "NORMAL"):
             return "80100001", "Some request parameters are incorrect: android.urgency must be HIGH or NORMAL"
+        if "ttl" in android:
+            ttl = android["ttl"]
+            if not isinstance(ttl, str) or not HMS_DURATION.match(ttl):
+                return "80100001", "Some request parameters are incorrect: android.ttl must be a duration such as \"86400s\""
+            if float(ttl.rstrip("sS")) > MAX_TTL_SECONDS:
+                return "80100001", "Some request parameters are incorrect: android.ttl exceeds 15 days"
+        if "collapse_key" in android:
+            key = android["collapse_key"]
+            if isinstance(key, bool) or not isinstance(key, int) or not -1 <= key <= 100:
+                return "80100001", "Some request parameters are incorrect: android.collapse_key must be an integer from -1 to 100"
         return None
 
     def injected_answer(self, injection: Injection, tokens: list[str]) -> tuple[int, Any, dict]:

@@ -273,3 +273,31 @@ def test_cli_announces_its_port_and_serves_h2c(tmp_path):
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("message, field", [
+    ({"android": {"ttl": "3600"}}, "message.android.ttl"),
+    ({"android": {"ttl": 3600}}, "message.android.ttl"),
+    ({"android": {"ttl": "1.0123456789s"}}, "message.android.ttl"),
+    ({"android": {"ttl": "2419201s"}}, "message.android.ttl"),
+    ({"android": {"collapse_key": 7}}, "message.android.collapse_key"),
+    ({"apns": {"headers": {"apns-expiration": 1}}}, "message.apns.headers[apns-expiration]"),
+    ({"apns": {"headers": {"apns-expiration": "soon"}}}, "message.apns.headers"),
+    ({"apns": {"headers": {"apns-collapse-id": "x" * 65}}}, "message.apns.headers"),
+])
+def test_ttl_and_collapse_fields_are_checked_as_fcm_does(client, access_token, message, field):
+    status, _, payload = client.send(access_token, {"token": "t1", "data": {"a": "b"}, **message})
+    assert status == 400, payload
+    assert payload["error"]["status"] == "INVALID_ARGUMENT"
+    assert payload["error"]["details"][0]["fieldViolations"][0]["field"] == field
+
+
+def test_ttl_and_collapse_fields_are_accepted_and_recorded(client, server, access_token):
+    message = {"token": "t1", "data": {"a": "b"},
+               "android": {"priority": "high", "ttl": "3600s", "collapse_key": "room-1"},
+               "apns": {"headers": {"apns-expiration": "1767229200", "apns-collapse-id": "x" * 64}}}
+    for ttl in ("0s", "1.5s", "2419200s"):
+        message["android"]["ttl"] = ttl
+        status, _, payload = client.send(access_token, message)
+        assert status == 200, payload
+    assert server.state.snapshot()["sends"][-1]["json"]["message"]["android"]["ttl"] == "2419200s"

@@ -252,3 +252,25 @@ def test_cli_announces_its_app_and_serves_h2c():
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.mark.parametrize("android", [
+    {"ttl": 3600}, {"ttl": "an hour"}, {"ttl": "1296001s"}, {"collapse_key": "7"}, {"collapse_key": 101},
+    {"collapse_key": -2}, {"collapse_key": True},
+])
+def test_ttl_and_collapse_key_are_checked_as_hms_does(client, access_token, android):
+    body = message("t1")
+    body["android"].update(android)
+    status, _, payload = client.send(access_token, body)
+    assert (status, payload["code"]) == (400, "80100001"), payload
+
+
+@pytest.mark.parametrize("android", [
+    {"ttl": "3600s"}, {"ttl": "3600"}, {"ttl": "0.5s"}, {"ttl": "1296000s"}, {"collapse_key": -1}, {"collapse_key": 100},
+])
+def test_ttl_and_collapse_key_are_accepted_and_recorded(client, server, access_token, android):
+    body = message("t1")
+    body["android"].update(android)
+    status, _, payload = client.send(access_token, body)
+    assert (status, payload["code"]) == (200, "80000000"), payload
+    assert server.state.snapshot()["sends"][-1]["json"]["message"]["android"] == {"urgency": "HIGH", **android}

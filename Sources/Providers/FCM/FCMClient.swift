@@ -19,6 +19,8 @@ public final class FCMClient: Sendable {
 
     private let endpoint: BearerTokenHTTPClient<FCMError>
     private let logger: Logger
+    /// Unix seconds: dates `apns-expiration` (a TTL is relative, APNs wants an instant).
+    private let now: @Sendable () -> Double
 
     /// Creates a client. Throws if the account's private key cannot be loaded.
     public init(
@@ -40,6 +42,7 @@ public final class FCMClient: Sendable {
             http: httpClient, url: "\(base)/v1/projects/\(serviceAccount.projectID)/messages:send",
             timeout: configuration.requestTimeout, tokens: tokenManager, provider: "FCM", logger: logger)
         self.logger = logger
+        self.now = now
     }
 
     /// Sends a data message with `data` (string values, in this order) to the device holding `token`.
@@ -49,8 +52,11 @@ public final class FCMClient: Sendable {
 
     /// Sends a data message whose `data` object is already serialised as compact JSON (`{"k":"v",...}`,
     /// string values only), e.g. the payload whose size was checked against the 4 KB limit.
-    public func send(token: String, dataJSON: some Collection<UInt8>) async -> FCMSendResult {
-        await send(token: token, body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON))
+    /// With `options`, the message's TTL and collapse key (``FCMMessageEncoder``).
+    public func send(token: String, dataJSON: some Collection<UInt8>, options: DeliveryOptions = .none) async -> FCMSendResult {
+        await send(
+            token: token,
+            body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, options: options, now: Int64(now())))
     }
 
     /// A dry run (`validate_only`): FCM checks our credentials, the project, the message and the device token

@@ -1,4 +1,5 @@
 import CompactJSON
+import SSLCrypto
 
 /// Builds FCM HTTP v1 `messages:send` request bodies by hand (compact JSON, no Foundation).
 ///
@@ -7,6 +8,12 @@ import CompactJSON
 /// a data message, high priority on Android, and a background (silent) push through APNs on iOS. With
 /// `validateOnly` the body starts `{"validate_only":true,"message":…`: FCM checks the request (credentials,
 /// project, message, token) without delivering it. String escaping is described on ``encodeData(_:)``.
+///
+/// With ``DeliveryOptions`` (a user notification's TTL and collapse key) the message gains, after the fixed
+/// members: `"ttl":"<s>s"` and `"collapse_key":"<key>"` in `android`; `"apns-expiration":"<now + ttl>"` (unix
+/// seconds; `"0"` for a TTL of 0: APNs tries once) and `"apns-collapse-id":"<key>"` in `apns.headers`. APNs
+/// takes at most 64 bytes of collapse id: a longer key is sent as ``apnsCollapseID(_:)``. No `webpush` block is
+/// sent, so there is no webpush `TTL` header. Without options the bytes are exactly the ones above.
 public enum FCMMessageEncoder {
     /// Encodes data pairs as a compact JSON object, in the given order: `{"k1":"v1","k2":"v2"}`.
     ///
@@ -28,10 +35,27 @@ public enum FCMMessageEncoder {
 
     /// The complete request body for `token` with an already serialised data object (`{...}`, e.g. from
     /// ``encodeData(_:)``), copied verbatim.
-    public static func encodeMessage(token: String, dataJSON: some Collection<UInt8>, validateOnly: Bool = false) -> [UInt8] {
-        var writer = JSONStreamWriter(reservingCapacity: 256 + token.utf8.count + dataJSON.count)
-        writeMessage(token: token, validateOnly: validateOnly, into: &writer) { $0.raw(dataJSON) }
+    /// With `options`, their fields (see the type's documentation); `now` (unix seconds, by default the wall
+    /// clock's) dates `apns-expiration`.
+    public static func encodeMessage(
+        token: String, dataJSON: some Collection<UInt8>, validateOnly: Bool = false, options: DeliveryOptions = .none,
+        now: Int64 = Int64(WallClock.now())
+    ) -> [UInt8] {
+        var writer = JSONStreamWriter(
+            reservingCapacity: 256 + token.utf8.count + dataJSON.count + 2 * (options.collapseKey?.utf8.count ?? 0))
+        writeMessage(token: token, validateOnly: validateOnly, options: options, now: now, into: &writer) { $0.raw(dataJSON) }
         return writer.bytes
+    }
+
+    /// The longest `apns-collapse-id` APNs accepts (bytes).
+    public static let maximumAPNsCollapseIDBytes = 64
+
+    /// The `apns-collapse-id` for a collapse key: the key itself up to 64 bytes; a longer key, the base64url of
+    /// its SHA-256 (43 characters), so that the same key always gives the same id and different keys (almost
+    /// surely) different ones. (Cutting the key instead would make keys with a common 64-byte prefix replace
+    /// each other.)
+    public static func apnsCollapseID(_ key: String) -> String {
+        key.utf8.count <= maximumAPNsCollapseIDBytes ? key : Base64URL.encode(SHA256.hash(Array(key.utf8)))
     }
 
     private static func writeData(_ data: [(key: String, value: String)], into writer: inout JSONStreamWriter) {
@@ -46,14 +70,31 @@ public enum FCMMessageEncoder {
     }
 
     private static func writeMessage(
-        token: String, validateOnly: Bool = false, into writer: inout JSONStreamWriter, data: (inout JSONStreamWriter) -> Void
+        token: String, validateOnly: Bool = false, options: DeliveryOptions = .none, now: Int64 = 0,
+        into writer: inout JSONStreamWriter, data: (inout JSONStreamWriter) -> Void
     ) {
         writer.raw(validateOnly ? #"{"validate_only":true,"message":{"token":"# : #"{"message":{"token":"#)
         writer.string(token)
         writer.raw(#","data":"#)
         data(&writer)
-        writer.raw(
-            #","android":{"priority":"high"},"apns":{"headers":{"apns-push-type":"background","apns-priority":"5"},"payload":{"aps":{"content-available":1}}}}}"#
-        )
+        writer.raw(#","android":{"priority":"high""#)
+        if let ttl = options.ttlSeconds {
+            writer.raw(#","ttl":"#)
+            writer.string(DeliveryOptions.durationText(ttl))
+        }
+        if let key = options.collapseKey {
+            writer.raw(#","collapse_key":"#)
+            writer.string(key)
+        }
+        writer.raw(#"},"apns":{"headers":{"apns-push-type":"background","apns-priority":"5""#)
+        if let ttl = options.ttlSeconds {
+            writer.raw(#","apns-expiration":"#)
+            writer.string(ttl <= 0 ? "0" : String(now + Int64(ttl)))
+        }
+        if let key = options.collapseKey {
+            writer.raw(#","apns-collapse-id":"#)
+            writer.string(apnsCollapseID(key))
+        }
+        writer.raw(#"},"payload":{"aps":{"content-available":1}}}}}"#)
     }
 }

@@ -75,8 +75,9 @@ public final class HMSClient: Sendable {
 
     /// Sends a data message whose data object is already serialised as compact JSON (`{"k":"v",...}`, string
     /// values only), e.g. the payload whose size was checked; HMS gets it as the string value of `data`.
-    public func send(token: String, dataJSON: some Collection<UInt8>) async -> HMSSendResult {
-        await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON))
+    /// With `options`, the message's TTL and collapse key (``HMSMessageEncoder``).
+    public func send(token: String, dataJSON: some Collection<UInt8>, options: DeliveryOptions = .none) async -> HMSSendResult {
+        await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, options: options))
     }
 
     /// Sends a data message with `data` (string values, in this order) to the device holding `token`.

@@ -9,10 +9,17 @@ public protocol PushSender: Sendable {
     /// The same, with the id of the message, the same for every attempt of it (a webhook's `webhook-id`).
     /// By default the id is not used.
     func send(token: String, payload: [UInt8], messageID: String) async -> DeliveryOutcome
+    /// The same, with how the provider may hold or replace the message (a user notification's TTL and collapse
+    /// key). By default the options are not used (webhooks, the console sink: docs/DELIVERY.md).
+    func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome
 }
 
 extension PushSender {
     public func send(token: String, payload: [UInt8], messageID: String) async -> DeliveryOutcome {
         await send(token: token, payload: payload)
+    }
+
+    public func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
+        await send(token: token, payload: payload, messageID: messageID)
     }
 }
