@@ -159,7 +159,9 @@ public final class DeliveryQueue {
     @discardableResult
     public func enqueue(_ notification: PendingNotification) -> EnqueueOutcome {
         let key = notification.key
-        guard var line = lines[key] else {
+        // Taken out of the dictionary while it changes, so that its entries are not copied (a long line would be
+        // copied whole by each append). Every path below puts it back, or drops it when empty.
+        guard var line = lines.removeValue(forKey: key) else {
             lines[key] = Line(entries: [notification])
             count += 1
             schedule(key)
@@ -239,7 +241,7 @@ public final class DeliveryQueue {
     /// if any, is due on its own schedule.
     @discardableResult
     public func completed(_ key: RetryKey) -> PendingNotification? {
-        guard var line = lines[key], line.inFlight else { return nil }
+        guard lines[key]?.inFlight == true, var line = lines.removeValue(forKey: key) else { return nil }
         let head = line.entries.removeFirst()
         line.inFlight = false
         line.headRemoved = false
@@ -263,7 +265,9 @@ public final class DeliveryQueue {
         _ key: RetryKey, now: Double, retryAfter: Double? = nil, quotaExceeded: Bool = false,
         policy: RetryPolicy = .standard, random: inout some RandomNumberGenerator
     ) -> FailureOutcome {
-        guard var line = lines[key], line.inFlight, var head = line.entries.first else { return .superseded }
+        // Taken out while it changes (no copy of its entries); put back below, or dropped when empty.
+        guard lines[key]?.inFlight == true, var line = lines.removeValue(forKey: key), var head = line.entries.first
+        else { return .superseded }
         line.inFlight = false
         inFlightCount -= 1
         leaveGate(&line)
