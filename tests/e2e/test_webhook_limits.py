@@ -48,33 +48,53 @@ def receivers(tmp_path):
         r.close()
 
 
+def webhook_app(stack_factory, uniq: str, prefix: str, cert: str, **webhook):
+    """A gateway serving a new app whose webhooks may reach loopback receivers trusting `cert`; (stack, app)."""
+    stack = stack_factory()
+    app = prefix + uniq[4:]
+    stack.write_app_settings(app, settings(stack, app, secrets=[WHSEC], allowPrivateDestinations=True, caFile=cert,
+                                           **webhook))
+    served(stack, app)
+    return stack, app
+
+
+def subscribe_hook(stack, app: str, path: str, destination: str, uid: str = "alice") -> str:
+    """A value-mode webhook subscription (context "c"); its id."""
+    r = subscribe(stack, app, {"kind": "webhook", "mode": "value", "path": path, "context": "c",
+                               "destination": destination}, uid=uid)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def one_hook_published(stack_factory, uniq: str, prefix: str, cert: str, destination: str, value: str, **webhook):
+    """`webhook_app`, one subscription to `destination` at `<uniq>/doc`, and one SET of `value` published there;
+    (stack, app, path, subscription id)."""
+    stack, app = webhook_app(stack_factory, uniq, prefix, cert, **webhook)
+    path = f"{uniq}/doc"
+    sid = subscribe_hook(stack, app, path, destination)
+    stack.publish(path, "SET", value, app=app)
+    return stack, app, path, sid
+
+
 def received_values(receiver: FakeWebhookReceiver, path: str) -> list:
     return [json.loads(x["body"]).get("v") for x in receiver.received(path)]
 
 
 @pytest.mark.timeout(300)
 def test_a_hanging_receiver_does_not_delay_another_host(stack_factory, uniq, receivers):
-    stack = stack_factory()
-    app = "whfair" + uniq[4:]
-    stack.write_app_settings(app, settings(stack, app, secrets=[WHSEC], allowPrivateDestinations=True,
-                                           caFile=receivers.cert, timeoutMs=120000, maxInFlightPerHost=4))
-    served(stack, app)
+    stack, app = webhook_app(stack_factory, uniq, "whfair", receivers.cert, timeoutMs=120000, maxInFlightPerHost=4)
     slow, fast = receivers(), receivers()
     slow.hang("/slow/")
     slow_path, fast_path = f"{uniq}/slow", f"{uniq}/fast"
 
-    def subscribe_slow(index: int) -> int:
-        # Spread over uids (at most 1000 subscriptions per user) and destinations (one host: `localhost`).
-        body = {"kind": "webhook", "mode": "value", "path": slow_path, "context": "c",
-                "destination": slow.url(f"/slow/{index}", host="localhost")}
-        return subscribe(stack, app, body, uid=f"slow{index % 5}").status_code
+    def subscribe_slow(index: int) -> str:
+        # Spread over uids (at most 1000 subscriptions per user) and destinations (at most 200 subscriptions
+        # each); one host: `localhost`.
+        return subscribe_hook(stack, app, slow_path, slow.url(f"/slow/{index}", host="localhost"), uid=f"slow{index % 5}")
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        statuses = list(pool.map(subscribe_slow, range(SLOW_SUBSCRIPTIONS)))
-    assert statuses == [201] * SLOW_SUBSCRIPTIONS, sorted(set(statuses))
-    r = subscribe(stack, app, {"kind": "webhook", "mode": "value", "path": fast_path, "context": "c",
-                               "destination": fast.url("/fast")})
-    assert r.status_code == 201, r.text
+        assert len(set(pool.map(subscribe_slow, range(SLOW_SUBSCRIPTIONS)))) == SLOW_SUBSCRIPTIONS
+    subscribe_hook(stack, app, fast_path, fast.url("/fast"))
 
     # Every slow subscription gets a notification; the receiver takes 4 requests and answers none of them.
     stack.publish(slow_path, "SET", "1", app=app)
@@ -95,65 +115,42 @@ def test_a_hanging_receiver_does_not_delay_another_host(stack_factory, uniq, rec
 
 @pytest.mark.timeout(120)
 def test_a_request_answered_after_the_timeout_is_retried_with_the_same_id(stack_factory, uniq, receivers):
-    stack = stack_factory()
-    app = "whtime" + uniq[4:]
     receiver = receivers()
-    stack.write_app_settings(app, settings(stack, app, secrets=[WHSEC], allowPrivateDestinations=True,
-                                           caFile=receivers.cert, timeoutMs=500))
-    served(stack, app)
-    path = f"{uniq}/doc"
-    r = subscribe(stack, app, {"kind": "webhook", "mode": "value", "path": path, "context": "c",
-                               "destination": receiver.url("/t")})
-    assert r.status_code == 201, r.text
     receiver.script("/t", [(200, None, 2.0)])  # answers after 2 s: the gateway gave up after 0.5 s
-    stack.publish(path, "SET", "1", app=app)
+    stack, app, path, sid = one_hook_published(stack_factory, uniq, "whtime", receivers.cert, receiver.url("/t"), "1",
+                                               timeoutMs=500)
     wait_for(lambda: metric(stack, "pushgateway_notifications_sent_total", provider="webhook") >= 1, timeout=30,
              what="the retried notification to be accepted", on_timeout=stack.gateway.tails)
     attempts = receiver.received("/t")
     assert len(attempts) >= 2
     assert len({a["headers"]["webhook-id"] for a in attempts}) == 1, "one message, one webhook-id"
-    assert {a["body"] for a in attempts} == {expected_body(app, path, r.json()["id"], "c", m="value", v=1, s="OK")}
+    assert {a["body"] for a in attempts} == {expected_body(app, path, sid, "c", m="value", v=1, s="OK")}
     assert attempts[1]["at"] - attempts[0]["at"] >= 0.5
     assert metric(stack, "pushgateway_notifications_failed_total", provider="webhook", reason="timeout") >= 1
 
 
 @pytest.mark.timeout(120)
 def test_a_connection_error_is_retried_until_a_receiver_listens(stack_factory, uniq, receivers):
-    stack = stack_factory()
-    app = "whconn" + uniq[4:]
-    stack.write_app_settings(app, settings(stack, app, secrets=[WHSEC], allowPrivateDestinations=True,
-                                           caFile=receivers.cert, timeoutMs=2000))
-    served(stack, app)
     with socket.socket() as s:  # a free port, nobody listening on it (yet)
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    path = f"{uniq}/doc"
-    r = subscribe(stack, app, {"kind": "webhook", "mode": "value", "path": path, "context": "c",
-                               "destination": f"https://127.0.0.1:{port}/late"})
-    assert r.status_code == 201, r.text
-    stack.publish(path, "SET", "7", app=app)
+    stack, app, path, sid = one_hook_published(stack_factory, uniq, "whconn", receivers.cert,
+                                               f"https://127.0.0.1:{port}/late", "7", timeoutMs=2000)
     wait_for(lambda: metric(stack, "pushgateway_notifications_failed_total", provider="webhook", reason="transport") >= 1,
              timeout=30, what="a refused connection", on_timeout=stack.gateway.tails)
     receiver = receivers(port=port)
     [got] = wait_for(lambda: receiver.received("/late") or None, timeout=30, what="the retry at the new receiver",
                      on_timeout=stack.gateway.tails)
     assert got["status"] == 200 and got["verified"] == [True]
-    assert got["body"] == expected_body(app, path, r.json()["id"], "c", m="value", v=7, s="OK")
+    assert got["body"] == expected_body(app, path, sid, "c", m="value", v=7, s="OK")
 
 
 @pytest.mark.timeout(120)
 def test_a_body_over_max_body_bytes_arrives_cut_down(stack_factory, uniq, receivers):
-    stack = stack_factory()
-    app = "whsize" + uniq[4:]
+    stack, app = webhook_app(stack_factory, uniq, "whsize", receivers.cert, maxBodyBytes=1024)
     receiver = receivers()
-    stack.write_app_settings(app, settings(stack, app, secrets=[WHSEC], allowPrivateDestinations=True,
-                                           caFile=receivers.cert, maxBodyBytes=1024))
-    served(stack, app)
     path = f"{uniq}/doc"
-    r = subscribe(stack, app, {"kind": "webhook", "mode": "value", "path": path, "context": "c",
-                               "destination": receiver.url("/big")})
-    assert r.status_code == 201, r.text
-    sid = r.json()["id"]
+    sid = subscribe_hook(stack, app, path, receiver.url("/big"))
     small, big = "s" * 500, "b" * 1200
     stack.publish(path, "SET", json.dumps(small), app=app)
     stack.publish(path, "SET", json.dumps(big), app=app)
@@ -167,17 +164,11 @@ def test_a_body_over_max_body_bytes_arrives_cut_down(stack_factory, uniq, receiv
 
 @pytest.mark.timeout(120)
 def test_a_receiver_never_sees_more_than_max_in_flight_per_host(stack_factory, uniq, receivers):
-    stack = stack_factory()
-    app = "whconc" + uniq[4:]
+    stack, app = webhook_app(stack_factory, uniq, "whconc", receivers.cert, maxInFlightPerHost=2)
     receiver = receivers()
-    stack.write_app_settings(app, settings(stack, app, secrets=[WHSEC], allowPrivateDestinations=True,
-                                           caFile=receivers.cert, maxInFlightPerHost=2))
-    served(stack, app)
     path = f"{uniq}/doc"
     for index in range(12):
-        r = subscribe(stack, app, {"kind": "webhook", "mode": "value", "path": path, "context": "c",
-                                   "destination": receiver.url(f"/n/{index}")})
-        assert r.status_code == 201, r.text
+        subscribe_hook(stack, app, path, receiver.url(f"/n/{index}"))
         receiver.script(f"/n/{index}", [(200, None, 0.3)])  # each answer takes 0.3 s
     stack.publish(path, "SET", "1", app=app)
     wait_for(lambda: len(receiver.received_prefix("/n/")) >= 12, timeout=30, what="12 deliveries",
