@@ -7,6 +7,7 @@
                                                                       #     (× fan-out 10 = 300,000 notifications)
     ... --kafka-prop fetch.wait.max.ms=20    the gateway's consumer polls Tansu every 20 ms instead of 500 ms
     ... --observe                            also time broker-only produce → consume (perturbs the run)
+    ... --webhook                            webhook subscriptions instead of FCM devices (implies --tls)
 
 Results and their reading: Benchmarks/README.md ("Load test").
 
@@ -19,15 +20,23 @@ value is {"ts": <produce time, ns since the epoch>} (one event → fan-out notif
 - rate mode: at rate/fanout events per second, --warmup seconds first, then a --seconds measurement window;
 - backlog mode: every event as fast as the producer goes, then the gateway drains them.
 
+With --webhook the subscriptions are v2 `kind: "webhook"` ones (one uid per path, a context per subscriber) whose
+destination is the fake behind the TLS front (`https://127.0.0.1:<front>/v1/projects/p<path number>/messages:send`: one per path, at most 200 subscriptions
+per destination; the
+fake counts it as a send and answers 200 at once), and the published value is the JSON string `ts":<ns>`, which
+reaches the fake as `"v":"ts\":<ns>"` in the webhook body. Each app's `webhook.maxInFlightPerHost` is
+min(--max-in-flight, 1000); all destinations are one host.
+
 The fake FCM answers every send and measures now − ts (produce → provider request). Reported: sustained
 notifications/s (median of the window's per-second counts; for a backlog, of the full seconds between the first
 and the last send), exact p50/p90/p99 latency over the window, the CPU used by each process during it (from
-/proc, in % of one core), and whether every expected notification arrived. One JSON result line at the end
+/proc, in % of one core, and in µs of CPU per notification), and whether every expected notification arrived. One JSON result line at the end
 (also written to --json-out when given). Every process is stopped at the end; all waits are bounded.
 """
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import queue
@@ -107,6 +116,10 @@ def service_account(path: str, project: str, token_url: str, key_pem: str) -> st
                    "private_key": key_pem, "client_email": f"load@{project}.iam.gserviceaccount.com",
                    "client_id": "1", "token_uri": token_url}, f)
     return path
+
+
+WEBHOOK_SECRET = "whsec_" + base64.b64encode(b"load-test-webhook-secret-32bytes").decode()
+AUTH_SECRET = "load-test-hs256-secret-of-enough-length"
 
 
 def rsa_pem() -> str:
@@ -261,9 +274,15 @@ def main() -> int:
     ap.add_argument("--tls", action="store_true",
                     help="reach the fake FCM over TLS (HTTP/2, ALPN) through an nghttpx front with a self-signed "
                          "certificate, as the real providers are reached (needs Debian's nghttp2-proxy)")
+    ap.add_argument("--webhook", action="store_true",
+                    help="deliver through webhook subscriptions (v2 kind webhook) to the fake behind the TLS front "
+                         "instead of FCM devices (implies --tls)")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
+    args.tls = args.tls or args.webhook
+    if args.webhook and args.fanout > 1000:
+        ap.error("--webhook: at most 1000 subscribers per path (one uid per path, maxSubscriptionsPerUser)")
 
     binary = os.environ.get("PUSH_GATEWAY_BIN", os.path.join(ROOT, ".build", "release", "push-gateway"))
     work = tempfile.mkdtemp(prefix="load-test-")
@@ -298,6 +317,11 @@ def main() -> int:
                                                                   f"proj-{a}", base + "/token", pem)}
                      for a in apps},
         }
+        if args.webhook:
+            for settings in config["apps"].values():
+                settings["authKeys"] = [{"alg": "HS256", "secret": AUTH_SECRET}]
+                settings["webhook"] = {"secrets": [WEBHOOK_SECRET], "allowPrivateDestinations": True,
+                                       "caFile": front.ca_file, "maxInFlightPerHost": min(args.max_in_flight, 1000)}
         with open(os.path.join(work, "gateway.yaml"), "w") as f:
             yaml.safe_dump(config, f, sort_keys=False)
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PUSH_"))
@@ -329,9 +353,20 @@ def main() -> int:
             token = f"d{i:05d}x{k:03d}:APA91b" + "L" * 140
             if not hasattr(local, "s"):
                 local.s = requests.Session()
-            r = local.s.put(f"http://127.0.0.1:{http_port}/base/{app}/.wakeup{path}",
-                            params={"id": token, "mode": "value"}, timeout=10)
-            if r.status_code != 204:
+            if args.webhook:
+                import jwt
+                uid = f"u{i}"
+                bearer = jwt.encode({"uid": uid, "exp": int(time.time()) + 3600}, AUTH_SECRET, algorithm="HS256")
+                r = local.s.post(f"http://127.0.0.1:{http_port}/datasync/v2/{app}/subscriptions/{uid}",
+                                 json={"kind": "webhook", "mode": "value", "path": path, "context": f"k{k}",
+                                       "destination": f"{base}/v1/projects/p{i}/messages:send"},
+                                 headers={"Authorization": f"Bearer {bearer}"}, timeout=10)
+                ok = r.status_code == 201
+            else:
+                r = local.s.put(f"http://127.0.0.1:{http_port}/base/{app}/.wakeup{path}",
+                                params={"id": token, "mode": "value"}, timeout=10)
+                ok = r.status_code == 204
+            if not ok:
                 raise RuntimeError(f"subscribe {app}{path}: {r.status_code} {r.text[:300]}")
 
         from concurrent.futures import ThreadPoolExecutor
@@ -357,7 +392,10 @@ def main() -> int:
         def produce_one() -> None:
             nonlocal produced
             app, path = targets[produced % len(targets)]
-            value = encode_change_event(app, path, "SET", after='{"ts":%d}' % time.time_ns(),
+            # A webhook body carries the value as it is: a string `ts":N` appears there as `ts\":N`, as the
+            # fake looks for (FCM's data carries `{"ts":N}` JSON-escaped, the same way).
+            after = ('"ts\\":%d"' if args.webhook else '{"ts":%d}') % time.time_ns()
+            value = encode_change_event(app, path, "SET", after=after,
                                         event_id=f"e{produced}", timestamp_ms=int(time.time() * 1000))
             while True:
                 try:
@@ -394,6 +432,10 @@ def main() -> int:
             out = {k: round(100.0 * (b[k] - a[k]) / CLK_TCK / seconds, 1) for k in a if k != "_threads"}
             out["gateway_threads"] = top_threads(a["_threads"], b["_threads"], seconds)
             return out
+
+        def cpu_us_per_notification(a: dict, b: dict, notifications: int) -> dict:
+            return {k: round(1e6 * (b[k] - a[k]) / CLK_TCK / max(1, notifications), 1)
+                    for k in a if k not in ("_threads", "load_gen")}
 
         observed: list = []  # (ts_ns, consumed_ns) of the observer consumer
         observer_stop = threading.Event()
@@ -453,7 +495,7 @@ def main() -> int:
             steady = [s["sends"] for s in active[idx[0] + 1: idx[-1]]] if len(idx) >= 3 else []
             drain_s = (idx[-1] - idx[0] + 1) if idx else 0
             result = {
-                "scenario": "backlog", "events": args.backlog, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout,
+                "scenario": "backlog", "mode": "webhook" if args.webhook else "fcm", "events": args.backlog, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout,
                 "notifications_expected": args.backlog * args.fanout,
                 "notifications_received": fake.total - base_sends,
                 "publish_seconds": round(pub_s, 2),
@@ -462,6 +504,7 @@ def main() -> int:
                 "achieved_per_s_mean": int((fake.total - base_sends) / max(1, drain_s)),
                 "latency_ms (queueing, not meaningful)": {k: window[k] for k in ("p50_ms", "p99_ms", "max_ms")},
                 "cpu_percent_of_one_core": cpu_percent(cpu0, cpu1, elapsed),
+                "cpu_us_per_notification": cpu_us_per_notification(cpu0, cpu1, fake.total - base_sends),
                 "per_second": [s["sends"] for s in active[idx[0]: idx[-1] + 1]] if idx else [],
             }
         else:
@@ -505,7 +548,7 @@ def main() -> int:
             with fake.lock:
                 secs = [s["sends"] for s in fake.seconds if window_wall_start + 1 <= s["t"] <= window_wall_end]
             result = {
-                "scenario": "rate", "target_per_s": args.rate, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout, "window_seconds": round(window_s, 1),
+                "scenario": "rate", "mode": "webhook" if args.webhook else "fcm", "target_per_s": args.rate, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout, "window_seconds": round(window_s, 1),
                 "achieved_per_s_median": int(statistics.median(secs)) if secs else 0,
                 "achieved_per_s_window": window["rate"],
                 "p50_ms": window["p50_ms"], "p90_ms": window["p90_ms"], "p99_ms": window["p99_ms"],
@@ -513,6 +556,7 @@ def main() -> int:
                 "notifications_expected": published * args.fanout,
                 "notifications_received": fake.total - base_sends,
                 "cpu_percent_of_one_core": cpu_percent(cpu0, cpu1, window_s),
+                "cpu_us_per_notification": cpu_us_per_notification(cpu0, cpu1, window["sends"]),
                 "per_second": secs,
             }
         if observer is not None:

@@ -11,8 +11,9 @@ import Synchronization
 /// through one ``DeliveryQueue``, so each subscription's messages leave in the order they were decided, its
 /// retries keep their place, and its revoke is its last message.
 ///
-/// - Sending: at most one notification in flight per subscription, at most `maxInFlight` overall; payloads
-///   are built at send time (v1 ones once per node, when queued).
+/// - Sending: at most one notification in flight per subscription, at most `maxInFlight` overall, at most
+///   `webhook.maxInFlightPerHost` per app and webhook destination host (a queue gate: waiting for the host takes
+///   no sending place); payloads are built at send time (v1 ones once per node, when queued).
 /// - Failures: a recoverable error (or one that is our fault: bad credentials or request, which never revoke
 ///   anyone) keeps the notification at the head of its subscription's line and retries it with backoff
 ///   (``RetryPolicy``: from 1 s, honouring `Retry-After`, at least 60 s after `QUOTA_EXCEEDED`, which pauses
@@ -27,7 +28,7 @@ import Synchronization
 /// The retry loop sleeps until the next due notification or the next enqueue; it never polls.
 final class DeliveryService: Service, DeliveryInput, Sendable {
     private struct Core {
-        var queue = DeliveryQueue()
+        var queue: DeliveryQueue
         /// Lines that have a `retry` record in the state topic (an empty line then needs a tombstone).
         var stored: Set<RetryKey> = []
         /// Lines whose record must be (re)written.
@@ -37,7 +38,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         var stopping = false
     }
 
-    private let core = Mutex(Core())
+    private let core: Mutex<Core>
     private let wake = WakeSignal()
     private let profiles: AppProfiles
     private let store: StateStore
@@ -65,6 +66,11 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         self.maxInFlight = maxInFlight
         self.policy = policy
         self.clock = clock
+        // A webhook waits for its destination host's place in the queue, not in a sending place.
+        self.core = Mutex(Core(queue: DeliveryQueue(gate: { entry in
+            guard entry.subscriber.kind == .webhook else { return nil }
+            return (profiles.profile(entry.app)?.sender(for: .webhook) as? WebhookSender)?.gate(token: entry.subscriber.token)
+        })))
     }
 
     // MARK: DeliveryInput

@@ -1,22 +1,32 @@
 import Providers
 import PushCore
 import SSLCrypto
-import Synchronization
 
 /// The sender of an app's `kind: "webhook"` subscriptions: the subscriber's token holds the destination and the
 /// context (``SubscriberKey/webhook(destination:context:uid:)``), the payload is the request body
-/// (``PayloadBuilder``), and the message id is the `webhook-id`. At most `maxInFlightPerHost` requests go to one
-/// destination host at a time (``HostLimits``).
+/// (``PayloadBuilder``), and the message id is the `webhook-id`. At most `maxInFlightPerHost` requests of the app
+/// go to one destination host at a time: the delivery queue holds the others back (``gate(token:)``), so they
+/// take no sending place while they wait.
 final class WebhookSender: PushSender {
     let client: WebhookClient
-    let hosts: HostLimits
+    let maxInFlightPerHost: Int
     var provider: String { "webhook" }
     let project: String
 
     init(app: String, client: WebhookClient, maxInFlightPerHost: Int) {
         self.client = client
-        self.hosts = HostLimits(perHost: maxInFlightPerHost)
+        self.maxInFlightPerHost = maxInFlightPerHost
         self.project = "webhook:" + app
+    }
+
+    /// The gate of a subscription's deliveries (``DeliveryQueue/Gate``): the app and the destination's host name
+    /// (as written, lowercased by ``WebhookURL``; not the address it resolves to), `maxInFlightPerHost` places.
+    func gate(token: String) -> DeliveryQueue.Gate { Self.gate(project: project, token: token, limit: maxInFlightPerHost) }
+
+    static func gate(project: String, token: String, limit: Int) -> DeliveryQueue.Gate {
+        let destination = SubscriberKey(kind: .webhook, token: token).destination
+        let host = (try? WebhookURL(String(destination)))?.host ?? ""
+        return DeliveryQueue.Gate(key: project + "/" + host, limit: limit)
     }
 
     /// The `webhook-id` of a notification: `msg_` and 22 characters of a hash of what caused it (the change
@@ -38,57 +48,7 @@ final class WebhookSender: PushSender {
     }
 
     func send(token: String, payload: [UInt8], messageID: String) async -> DeliveryOutcome {
-        let subscriber = SubscriberKey(kind: .webhook, token: token)
-        let destination = String(subscriber.destination)
-        let host = (try? WebhookURL(destination))?.host ?? ""
-        await hosts.acquire(host)
-        defer { hosts.release(host) }
+        let destination = String(SubscriberKey(kind: .webhook, token: token).destination)
         return await client.send(destination: destination, messageID: messageID, body: payload)
     }
-}
-
-/// At most `perHost` holders per host name, the others waiting in FIFO order. An idle host takes no memory.
-final class HostLimits: Sendable {
-    private struct Host {
-        var inFlight = 0
-        var waiters: [CheckedContinuation<Void, Never>] = []
-    }
-    private let hosts = Mutex<[String: Host]>([:])
-    let perHost: Int
-
-    init(perHost: Int) { self.perHost = max(1, perHost) }
-
-    func acquire(_ host: String) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let granted = hosts.withLock { hosts -> Bool in
-                var entry = hosts[host, default: Host()]
-                defer { hosts[host] = entry }
-                if entry.inFlight < perHost {
-                    entry.inFlight += 1
-                    return true
-                }
-                entry.waiters.append(continuation)
-                return false
-            }
-            if granted { continuation.resume() }
-        }
-    }
-
-    func release(_ host: String) {
-        let next = hosts.withLock { hosts -> CheckedContinuation<Void, Never>? in
-            guard var entry = hosts[host] else { return nil }
-            if entry.waiters.isEmpty {
-                entry.inFlight -= 1
-                hosts[host] = entry.inFlight > 0 ? entry : nil
-                return nil
-            }
-            let next = entry.waiters.removeFirst()
-            hosts[host] = entry
-            return next
-        }
-        next?.resume()
-    }
-
-    /// Requests in flight to `host` (tests).
-    func inFlight(_ host: String) -> Int { hosts.withLock { $0[host]?.inFlight ?? 0 } }
 }

@@ -7,21 +7,16 @@ import XCTest
 @testable import GatewayAPI
 
 final class WebhookTests: XCTestCase {
-    func testHostLimitsBoundEachHostAndForgetIdleOnes() async {
-        let limits = HostLimits(perHost: 2)
-        await limits.acquire("a")
-        await limits.acquire("a")
-        await limits.acquire("b")  // another host is not held up by a's
-        XCTAssertEqual(limits.inFlight("a"), 2)
-        let third = Task { await limits.acquire("a") }
-        limits.release("a")  // hands its place to the waiter
-        await third.value
-        XCTAssertEqual(limits.inFlight("a"), 2)
-        limits.release("a")
-        limits.release("a")
-        limits.release("b")
-        XCTAssertEqual(limits.inFlight("a"), 0)
-        XCTAssertEqual(limits.inFlight("b"), 0)
+    func testDeliveriesAreGatedPerAppAndDestinationHost() {
+        func gate(_ app: String, _ destination: String) -> DeliveryQueue.Gate {
+            let token = SubscriberKey.webhook(destination: destination, context: "ctx", uid: "u").token
+            return WebhookSender.gate(project: "webhook:" + app, token: token, limit: 3)
+        }
+        let a = gate("app", "https://Hooks.example:8443/a")
+        XCTAssertEqual(a, DeliveryQueue.Gate(key: "webhook:app/hooks.example", limit: 3))
+        XCTAssertEqual(gate("app", "https://hooks.example/other?x=1").key, a.key, "one host: one gate, whatever the path or port")
+        XCTAssertNotEqual(gate("app", "https://other.example/a").key, a.key)
+        XCTAssertNotEqual(gate("app2", "https://hooks.example/a").key, a.key, "each app has its own places")
     }
 
     func testMessageIDIsStableForOneMessageAndDiffersBetweenMessages() {

@@ -21,6 +21,11 @@
 ///   subscription itself is not touched.
 /// - Holds (``PendingNotification/holds``) of entries that leave the queue without being handed out
 ///   (merged away, cancelled, removed) are collected for the caller: ``takeReleasedHolds()``.
+/// - Gates (``Gate``, given by the `gate` function at init, e.g. one webhook destination host): at most
+///   `limit` heads of one gate are in flight. A due head whose gate is full is set aside (parked, in its
+///   place in the order) without taking anything from `due`'s `limit`, and the lines of other gates are
+///   handed out; each resolved head of the gate puts the earliest parked lines back (as many as there are
+///   free places), so a gate's lines go out in their order as it frees places.
 ///
 /// Cost: O(log n) per operation (a min-heap of wake-up times with lazy invalidation, compacted when stale items
 /// pile up); a subscription's own line is an array, short because of coalescing.
@@ -55,13 +60,35 @@ public final class DeliveryQueue {
         var headRemoved = false
         /// Identifies the line's valid heap item (older items are stale).
         var ticket: UInt64 = 0
+        /// The gate the in-flight head took a place of.
+        var gate: String?
 
         /// The subscription is backing off: its head has failed at least once.
         var isBackingOff: Bool { (entries.first?.attempt ?? 0) > 0 }
     }
 
+    /// Lines that share a limit of heads in flight (``DeliveryQueue``'s documentation); `key` names it.
+    public struct Gate: Sendable, Equatable {
+        public var key: String
+        public var limit: Int
+
+        public init(key: String, limit: Int) {
+            self.key = key
+            self.limit = max(1, limit)
+        }
+    }
+
+    /// A gate's heads in flight, its limit as last seen, and the heap items of its due lines set aside.
+    private struct GateState {
+        var inFlight = 0
+        var limit = 1
+        var parked = WakeUpHeap()
+    }
+
     private var lines: [RetryKey: Line] = [:]
     private var heap = WakeUpHeap()
+    private let gateOf: (PendingNotification) -> Gate?
+    private var gates: [String: GateState] = [:]
     private var pauses: [ExactString: Double] = [:]
     private var nextTicket: UInt64 = 0
     private var released: [UInt64] = []
@@ -71,7 +98,17 @@ public final class DeliveryQueue {
     /// Notifications handed out by `due` and not resolved yet.
     public private(set) var inFlightCount = 0
 
-    public init() {}
+    /// - Parameter gate: the gate of a head about to be handed out, nil for none (asked at each hand-out, so a
+    ///   changed limit applies to the next one).
+    public init(gate: @escaping (PendingNotification) -> Gate? = { _ in nil }) {
+        self.gateOf = gate
+    }
+
+    /// Heads in flight through `gate`.
+    public func inFlight(gate: String) -> Int { gates[gate]?.inFlight ?? 0 }
+
+    /// Lines set aside until `gate` frees a place (stale items included).
+    public func parkedCount(gate: String) -> Int { gates[gate]?.parked.count ?? 0 }
 
     /// Subscriptions with at least one pending notification.
     public var subscriptionCount: Int { lines.count }
@@ -122,7 +159,9 @@ public final class DeliveryQueue {
     @discardableResult
     public func enqueue(_ notification: PendingNotification) -> EnqueueOutcome {
         let key = notification.key
-        guard var line = lines[key] else {
+        // Taken out of the dictionary while it changes, so that its entries are not copied (a long line would be
+        // copied whole by each append). Every path below puts it back, or drops it when empty.
+        guard var line = lines.removeValue(forKey: key) else {
             lines[key] = Line(entries: [notification])
             count += 1
             schedule(key)
@@ -176,6 +215,18 @@ public final class DeliveryQueue {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
+            if let gate = gateOf(head) {
+                var state = gates.removeValue(forKey: gate.key) ?? GateState()
+                state.limit = gate.limit
+                if state.inFlight >= gate.limit {
+                    state.parked.push(top)
+                    gates[gate.key] = state
+                    continue
+                }
+                state.inFlight += 1
+                gates[gate.key] = state
+                line.gate = gate.key
+            }
             line.inFlight = true
             lines[top.key] = line
             inFlightCount += 1
@@ -190,12 +241,13 @@ public final class DeliveryQueue {
     /// if any, is due on its own schedule.
     @discardableResult
     public func completed(_ key: RetryKey) -> PendingNotification? {
-        guard var line = lines[key], line.inFlight else { return nil }
+        guard lines[key]?.inFlight == true, var line = lines.removeValue(forKey: key) else { return nil }
         let head = line.entries.removeFirst()
         line.inFlight = false
         line.headRemoved = false
         count -= 1
         inFlightCount -= 1
+        leaveGate(&line)
         if line.entries.isEmpty {
             lines[key] = nil
         } else {
@@ -213,9 +265,12 @@ public final class DeliveryQueue {
         _ key: RetryKey, now: Double, retryAfter: Double? = nil, quotaExceeded: Bool = false,
         policy: RetryPolicy = .standard, random: inout some RandomNumberGenerator
     ) -> FailureOutcome {
-        guard var line = lines[key], line.inFlight, var head = line.entries.first else { return .superseded }
+        // Taken out while it changes (no copy of its entries); put back below, or dropped when empty.
+        guard lines[key]?.inFlight == true, var line = lines.removeValue(forKey: key), var head = line.entries.first
+        else { return .superseded }
         line.inFlight = false
         inFlightCount -= 1
+        leaveGate(&line)
         if line.headRemoved {
             line.headRemoved = false
             released += line.entries.removeFirst().holds
@@ -315,6 +370,8 @@ public final class DeliveryQueue {
         guard line.inFlight else {
             lines[key] = nil
             count -= line.entries.count
+            // It may have been put back for a free place of its gate: another parked line takes it.
+            if let head = line.entries.first, let gate = gateOf(head) { reopen(gate.key) }
             return line.entries
         }
         let removed = Array(line.entries[1...])
@@ -369,6 +426,28 @@ public final class DeliveryQueue {
         return time
     }
 
+    /// The in-flight head of `line` is resolved: its gate's place is free (call before storing `line`).
+    private func leaveGate(_ line: inout Line) {
+        guard let key = line.gate else { return }
+        line.gate = nil
+        gates[key]?.inFlight -= 1
+        reopen(key)
+    }
+
+    /// Puts the earliest parked lines of gate `key` back in the heap, as many as it has free places (skipping
+    /// stale items); forgets the gate once it is idle. A line put back that finds the gate full again (another
+    /// took the place) is parked again: more put back than needed costs a little, fewer could strand a line.
+    private func reopen(_ key: String) {
+        guard var state = gates.removeValue(forKey: key) else { return }
+        var free = state.limit - state.inFlight
+        while free > 0, let item = state.parked.pop() {
+            guard let line = lines[item.key], !line.inFlight, line.ticket == item.ticket else { continue }
+            heap.push(item)
+            free -= 1
+        }
+        if state.inFlight > 0 || state.parked.count > 0 { gates[key] = state }
+    }
+
     /// Rebuilds the heap when stale items outnumber live ones (keeps memory and pops bounded).
     private func compactIfNeeded() {
         guard heap.count > 64, heap.count > 4 * lines.count else { return }
@@ -380,6 +459,11 @@ public final class DeliveryQueue {
             }
         }
         heap = WakeUpHeap(items)
+        // Every line outside flight is in the new heap: the parked ones are picked (and parked) again.
+        for key in Array(gates.keys) {
+            gates[key]?.parked = WakeUpHeap()
+            if gates[key]?.inFlight == 0 { gates[key] = nil }
+        }
     }
 }
 
