@@ -218,7 +218,9 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             metrics.notificationFailed(provider: sender.provider, failure: failure)
             board?.failed(app: entry.app, project: sender.project, failure: failure)
             if failure.classification == .tokenDead {
-                tokenDead(key, reason: failure.reason)
+                tokenDead(
+                    key,
+                    answer: ProviderAnswer(provider: sender.provider, httpStatus: failure.httpStatus, code: failure.reason, message: failure.message))
             } else if failure.classification == .rejected {
                 // The receiver refused this message: dropped (counted above), the line moves on, nobody revoked.
                 logger.warning(
@@ -283,7 +285,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
     }
 
     /// The provider says the token is dead: the subscription is deleted and its line dropped.
-    private func tokenDead(_ key: RetryKey, reason: String) {
+    private func tokenDead(_ key: RetryKey, answer: ProviderAnswer) {
         let dropped = core.withLock { core -> [PendingNotification] in
             var dropped = core.queue.completed(key).map { [$0] } ?? []
             dropped += core.queue.removeAll(forSubscription: key)
@@ -294,8 +296,8 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         metrics.revoked(reason: "token_dead")
         logger.info(
             "subscription deleted: the provider says the push token is dead",
-            metadata: [LoggingKeys.app: "\(key.app)", LoggingKeys.sp: "\(key.path)", LoggingKeys.reason: "\(reason)", LoggingKeys.pendingDropped: "\(dropped.count - 1)"])
-        store.activePartition(ofApp: key.app)?.deleteDeadToken(key)
+            metadata: [LoggingKeys.app: "\(key.app)", LoggingKeys.sp: "\(key.path)", LoggingKeys.reason: "\(answer.code)", LoggingKeys.pendingDropped: "\(dropped.count - 1)"])
+        store.activePartition(ofApp: key.app)?.deleteDeadToken(key, answer: answer)
         updateGauges()
         wake.signal()
     }

@@ -578,19 +578,28 @@ public struct PartitionMachine {
         submit(
             Write(record: .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), producedAt: uptime, purpose: .plain),
             actions: &actions)
+        actions.append(.subscriptionEnded(EndedSubscription(app: key.app, subscription: revoked.subscription, cause: .revoked(revoked.reason))))
         return actions
     }
 
-    /// The provider says `key`'s token is dead: the subscription is deleted (no revoke message: nothing can reach
-    /// the device).
-    public mutating func tokenDead(_ key: RetryKey, uptime: UInt64) -> [Action] {
+    /// The provider says `key`'s token is dead (`answer`): the subscription is deleted (no revoke message: nothing
+    /// can reach the device). Its end is reported when it was live or revoked here (not when it was already gone).
+    public mutating func tokenDead(_ key: RetryKey, answer: ProviderAnswer, uptime: UInt64) -> [Action] {
         guard contents.role.isActive else { return [] }
+        var ended: EndedSubscription?
+        if let settings = contents.existingApp(key.app)?.index.subscription(path: key.path, subscriber: key.subscriber) {
+            let subscription = Subscription(path: key.path, subscriber: key.subscriber, settings: settings)
+            ended = EndedSubscription(app: key.app, subscription: subscription, cause: .tokenDead(answer, revoking: nil))
+        } else if let revoked = contents.revoked[key], !revoked.tombstoned {
+            ended = EndedSubscription(app: key.app, subscription: revoked.subscription, cause: .tokenDead(answer, revoking: revoked.reason))
+        }
         contents.existingApp(key.app)?.index.unsubscribe(path: key.path, subscriber: key.subscriber)
         contents.revoked[key] = nil
         var actions: [Action] = []
         submit(
             Write(record: .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), producedAt: uptime, purpose: .plain),
             actions: &actions)
+        if let ended { actions.append(.subscriptionEnded(ended)) }
         return actions
     }
 

@@ -272,11 +272,24 @@ final class PartitionMachineTests: XCTestCase {
         rig.storeAll()
         rig.take(rig.machine.revokeDelivered(Rig.key(path: "/y", device: "d1"), uptime: 71))
         XCTAssertTrue(rig.pendingRecords.isEmpty, "made again: not revoked any more")
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "no tombstone, no end reported")
         rig.take(rig.machine.revokeDelivered(Rig.key(path: "/x", device: "d1"), uptime: 72))
         let key = Rig.key(path: "/x", device: "d1")
         XCTAssertEqual(rig.pendingRecords, [.subscription(.deletion(app: Rig.app, path: key.path, subscriber: key.subscriber))])
+        XCTAssertEqual(
+            Self.ended(rig.drain()),
+            [EndedSubscription(app: Rig.app, subscription: try Rig.subscription(path: "/x", device: "d1"), cause: .revoked(.disabled))],
+            "the app's event hook hears of it with the tombstone")
         rig.take(rig.machine.revokeDelivered(key, uptime: 73))
         XCTAssertEqual(rig.pendingRecords.count, 1, "once")
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "reported once")
+    }
+
+    static func ended(_ actions: [PartitionAction]) -> [EndedSubscription] {
+        actions.compactMap { action in
+            if case .subscriptionEnded(let ended) = action { return ended }
+            return nil
+        }
     }
 
     func testAStaleWriteNeverBringsBackARevokedSubscription() throws {
@@ -297,10 +310,38 @@ final class PartitionMachineTests: XCTestCase {
         rig.storeAll()
         _ = rig.drain()
         let key = Rig.key(path: "/x", device: "d1")
-        rig.take(rig.machine.tokenDead(key, uptime: 80))
+        let answer = ProviderAnswer(provider: "fcm", httpStatus: 404, code: "UNREGISTERED", message: "Requested entity was not found.")
+        rig.take(rig.machine.tokenDead(key, answer: answer, uptime: 80))
         XCTAssertFalse(rig.isSubscribed(path: "/x", device: "d1"))
         XCTAssertEqual(rig.pendingRecords, [.subscription(.deletion(app: Rig.app, path: key.path, subscriber: key.subscriber))])
-        XCTAssertTrue(Rig.delivered(rig.drain()).isEmpty)
+        let actions = rig.drain()
+        XCTAssertTrue(Rig.delivered(actions).isEmpty)
+        XCTAssertEqual(
+            Self.ended(actions),
+            [EndedSubscription(app: Rig.app, subscription: try Rig.subscription(path: "/x", device: "d1"), cause: .tokenDead(answer, revoking: nil))])
+        // Already gone (a second answer for it): deleted again, nothing more reported.
+        rig.take(rig.machine.tokenDead(key, answer: answer, uptime: 81))
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty)
+    }
+
+    func testADeadTokenOfARevokedSubscriptionReportsTheRevocationItInterrupted() throws {
+        var rig = Rig.owner()
+        try rig.subscribe("a", path: "/x", device: "d1")
+        rig.storeAll()
+        rig.take(rig.machine.revoke(app: Rig.app, now: 1_000, uptime: 60) { app in [(.permissionDenied, app.index.allSubscriptions())] }.actions)
+        rig.storeAll()
+        _ = rig.drain()
+        let key = Rig.key(path: "/x", device: "d1")
+        let answer = ProviderAnswer(provider: "hms", httpStatus: 200, code: "hms_80300007")
+        rig.take(rig.machine.tokenDead(key, answer: answer, uptime: 80))
+        XCTAssertEqual(
+            Self.ended(rig.drain()),
+            [
+                EndedSubscription(
+                    app: Rig.app, subscription: try Rig.subscription(path: "/x", device: "d1"), cause: .tokenDead(answer, revoking: .permissionDenied))
+            ])
+        rig.take(rig.machine.revokeDelivered(key, uptime: 81))
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "its revoke will not be reported as well")
     }
 
     // MARK: Takeover
