@@ -1,0 +1,101 @@
+"""The app's event hook (issue 20, item 5), end to end: the real gateway and Tansu, the fake FCM, and a loopback
+HTTPS receiver (test_webhook.py's, trusted through the app's `webhook.caFile`) that verifies each request's
+Standard Webhooks signature with the independent `standardwebhooks` package. A dead token (FCM UNREGISTERED)
+gives a signed `subscription.token_dead` with FCM's answer, a rules change a signed `subscription.revoked` with
+reason `permission_denied`; a 503 from the receiver is retried under the same webhook-id. Bodies are compared
+byte for byte with docs/PAYLOADS.md, "Event hook"."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import requests
+
+from procutil import wait_for
+from test_webhook import WHSEC, SECRET, api_url, hs, metric, receiver, served  # noqa: F401 - the fixture
+
+RULES = {"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}}}
+TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+
+def hook_settings(stack, app: str, receiver, rules: dict) -> dict:
+    return {"enabled": True, "fcmServiceAccountFile": stack.fake.service_account_file(app),
+            "authKeys": [{"alg": "HS256", "secret": SECRET}], "rules": rules,
+            "webhook": {"secrets": [WHSEC], "allowPrivateDestinations": True, "caFile": receiver.cert,
+                        "timeoutMs": 5000},
+            "eventHook": {"url": receiver.url("/events")}}
+
+
+def subscribe(stack, app: str, uid: str, path: str, token: str) -> dict:
+    r = requests.post(api_url(stack, app, uid), json={"kind": "mobile", "mode": "noData", "path": path, "context": token},
+                      headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
+    assert r.status_code == 201, r.text
+    return r.json()
+
+
+def expected_body(event_type: str, timestamp: str, app: str, doc: dict, **tail) -> bytes:
+    data = {"app": app, "id": doc["id"], "uid": doc["uid"], "kind": doc["kind"], "mode": doc["mode"],
+            "path": doc["path"], "format": doc["format"], "context": doc["context"]}
+    data.update(tail)
+    return json.dumps({"type": event_type, "timestamp": timestamp, "data": data}, separators=(",", ":"),
+                      ensure_ascii=False).encode()
+
+
+def accepted_events(receiver, event_type: str) -> list[dict]:
+    return [r for r in receiver.received("/events") if r["status"] == 200 and json.loads(r["body"])["type"] == event_type]
+
+
+@pytest.mark.timeout(240)
+def test_event_hook_reports_dead_token_and_permission_denied_signed_and_retried(stack_factory, uniq, receiver,
+                                                                               token_factory):
+    stack = stack_factory()
+    app = "evhook" + uniq[4:]
+    stack.write_app_settings(app, hook_settings(stack, app, receiver, RULES))
+    served(stack, app)
+    dead, fine = token_factory("dead"), token_factory("fine")
+    dead_doc = subscribe(stack, app, "alice", "/users/alice/phone", dead)
+    fine_doc = subscribe(stack, app, "alice", "/users/alice/inbox", fine)
+    assert dead_doc["uid"] == "alice" and dead_doc["context"] == dead
+
+    # A dead token: FCM answers UNREGISTERED. The receiver first answers 503: retried, same webhook-id.
+    receiver.script("/events", [(503, None)])
+    stack.fake.server.state.inject(error="UNREGISTERED", token=dead)
+    stack.publish("/users/alice/phone", "SET", "1", app=app)
+    [event] = wait_for(lambda: accepted_events(receiver, "subscription.token_dead") or None, timeout=30,
+                       what="the dead token's event", on_timeout=stack.gateway.tails)
+    attempts = [r for r in receiver.received("/events") if r["headers"]["webhook-id"] == event["headers"]["webhook-id"]]
+    assert [a["status"] for a in attempts] == [503, 200], attempts
+    assert attempts[0]["body"] == attempts[1]["body"]
+    assert event["headers"]["webhook-id"].startswith("evt_")
+    body = json.loads(event["body"])
+    assert TIMESTAMP.match(body["timestamp"]), body
+    provider = {"name": "fcm", "status": 404, "code": "UNREGISTERED", "message": "Requested entity was not found."}
+    assert event["body"] == expected_body("subscription.token_dead", body["timestamp"], app, dead_doc, provider=provider)
+    for a in attempts:
+        assert a["verified"] == [True, False], a  # signed with the app's webhook secret (not with the other one)
+        assert a["headers"]["content-type"] == "application/json"
+    r = requests.get(api_url(stack, app, "alice", dead_doc["id"]), headers={"Authorization": f"Bearer {hs('alice')}"},
+                     timeout=10)
+    assert r.status_code == 404, r.text  # the subscription is gone, as the event says
+
+    # The rules change: the inbox is not readable any more. Its revoke reaches the device, then the hook hears.
+    stack.write_app_settings(app, hook_settings(stack, app, receiver, {"rules": {".read": False}}))
+    [revoked] = wait_for(lambda: accepted_events(receiver, "subscription.revoked") or None, timeout=30,
+                         what="the permission_denied event", on_timeout=stack.gateway.tails)
+    body = json.loads(revoked["body"])
+    assert revoked["body"] == expected_body("subscription.revoked", body["timestamp"], app, fine_doc,
+                                            reason="permission_denied")
+    assert revoked["verified"] == [True, False]
+    assert revoked["headers"]["webhook-id"] != event["headers"]["webhook-id"]
+    assert stack.fake.sends_for(fine), "the device got its revoke"
+
+    # Once per fact; counted.
+    assert len(accepted_events(receiver, "subscription.token_dead")) == 1
+    assert len(accepted_events(receiver, "subscription.revoked")) == 1
+    assert metric(stack, "pushgateway_event_hook_events_total", type="subscription.token_dead") == 1
+    assert metric(stack, "pushgateway_event_hook_events_total", type="subscription.revoked") == 1
+    assert metric(stack, "pushgateway_event_hook_failures_total", reason="http_503") == 1
+    wait_for(lambda: metric(stack, "pushgateway_event_hook_sent_total") == 2, timeout=10, what="2 events sent")
+    assert metric(stack, "pushgateway_event_hook_queued") == 0
