@@ -20,12 +20,13 @@ RULES = {"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}}}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
-def hook_settings(stack, app: str, receiver, rules: dict) -> dict:
-    return {"enabled": True, "fcmServiceAccountFile": stack.fake.service_account_file(app),
-            "authKeys": [{"alg": "HS256", "secret": SECRET}], "rules": rules,
+def hook_settings(fake_fcm, app: str, receiver, **extra) -> dict:
+    """An app served by the fake FCM whose event hook is the receiver's /events (a loopback address: allowed)."""
+    return {"enabled": True, "fcmServiceAccountFile": fake_fcm.service_account_file(app),
+            "authKeys": [{"alg": "HS256", "secret": SECRET}],
             "webhook": {"secrets": [WHSEC], "allowPrivateDestinations": True, "caFile": receiver.cert,
                         "timeoutMs": 5000},
-            "eventHook": {"url": receiver.url("/events")}}
+            "eventHook": {"url": receiver.url("/events")}, **extra}
 
 
 def subscribe(stack, app: str, uid: str, path: str, token: str) -> dict:
@@ -52,7 +53,7 @@ def test_event_hook_reports_dead_token_and_permission_denied_signed_and_retried(
                                                                                token_factory):
     stack = stack_factory()
     app = "evhook" + uniq[4:]
-    stack.write_app_settings(app, hook_settings(stack, app, receiver, RULES))
+    stack.write_app_settings(app, hook_settings(stack.fake, app, receiver, rules=RULES))
     served(stack, app)
     dead, fine = token_factory("dead"), token_factory("fine")
     dead_doc = subscribe(stack, app, "alice", "/users/alice/phone", dead)
@@ -81,7 +82,7 @@ def test_event_hook_reports_dead_token_and_permission_denied_signed_and_retried(
     assert r.status_code == 404, r.text  # the subscription is gone, as the event says
 
     # The rules change: the inbox is not readable any more. Its revoke reaches the device, then the hook hears.
-    stack.write_app_settings(app, hook_settings(stack, app, receiver, {"rules": {".read": False}}))
+    stack.write_app_settings(app, hook_settings(stack.fake, app, receiver, rules={"rules": {".read": False}}))
     [revoked] = wait_for(lambda: accepted_events(receiver, "subscription.revoked") or None, timeout=30,
                          what="the permission_denied event", on_timeout=stack.gateway.tails)
     body = json.loads(revoked["body"])
@@ -99,3 +100,33 @@ def test_event_hook_reports_dead_token_and_permission_denied_signed_and_retried(
     assert metric(stack, "pushgateway_event_hook_failures_total", reason="http_503") == 1
     wait_for(lambda: metric(stack, "pushgateway_event_hook_sent_total") == 2, timeout=10, what="2 events sent")
     assert metric(stack, "pushgateway_event_hook_queued") == 0
+
+
+def v2_id(app: str, uid: str, kind: str, destination: str, path: str, context: str) -> str:
+    """The subscription id (docs/PAYLOADS.md): base64url of 16 bytes of SHA-256 over the length-prefixed 6-tuple."""
+    import base64
+    import hashlib
+    material = b"pushgateway-subscription-v2"
+    for part in (app, uid, kind, destination, path, context):
+        raw = part.encode()
+        material += len(raw).to_bytes(4, "big") + raw
+    return base64.urlsafe_b64encode(hashlib.sha256(material).digest()[:16]).rstrip(b"=").decode()
+
+
+@pytest.mark.timeout(180)
+def test_event_hook_reports_an_expired_v1_subscription(stack_factory, fake_fcm, uniq, receiver, token_factory):
+    app = "evexp" + uniq[4:]
+    stack = stack_factory(start=False, extra_apps={app: hook_settings(fake_fcm, app, receiver, subscriptionTTLSeconds=2)})
+    stack.config["subscriptions"] = {"expirySweepSeconds": 1}
+    stack.start()
+    path, token = f"{uniq}/exp", token_factory()
+    stack.gateway.must_subscribe(app, path, token, "value")
+    [event] = wait_for(lambda: accepted_events(receiver, "subscription.expired") or None, timeout=30,
+                       what="the expired event", on_timeout=stack.gateway.tails)
+    body = json.loads(event["body"])
+    doc = {"id": v2_id(app, "", "mobile", "", path, token), "uid": None, "kind": "mobile", "mode": "value",
+           "path": path, "format": "v1", "context": token}
+    assert event["body"] == expected_body("subscription.expired", body["timestamp"], app, doc)
+    assert event["verified"] == [True, False]
+    assert len(stack.fake.sends_for(token)) == 1, "the device got its revoke first"
+
