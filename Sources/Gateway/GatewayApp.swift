@@ -196,7 +196,7 @@ public struct GatewayApp {
             forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), metrics: metrics, logger: logger, kafka: kafkaHealth)
         let admin = AdminService(
             token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
-            membership: membership, board: board)
+            membership: membership, board: board, eventHook: eventHook)
         let router = Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing,
             admin: admin, trustedProxies: try TrustedProxies(configuration.http.trustedProxies), metrics: metrics)
