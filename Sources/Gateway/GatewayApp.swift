@@ -195,8 +195,8 @@ public struct GatewayApp {
             ownerWait: .milliseconds(configuration.http.ownerWaitMs),
             forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), metrics: metrics, logger: logger, kafka: kafkaHealth)
         let admin = AdminService(
-            token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
-            membership: membership, board: board, eventHook: eventHook)
+            token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery, eventHook: eventHook,
+            membership: membership, board: board)
         let router = Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing,
             admin: admin, trustedProxies: try TrustedProxies(configuration.http.trustedProxies), metrics: metrics)
