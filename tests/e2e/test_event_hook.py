@@ -3,7 +3,7 @@ HTTPS receiver (test_webhook.py's, trusted through the app's `webhook.caFile`) t
 Standard Webhooks signature with the independent `standardwebhooks` package. A dead token (FCM UNREGISTERED)
 gives a signed `subscription.token_dead` with FCM's answer, a rules change a signed `subscription.revoked` with
 reason `permission_denied`; a 503 from the receiver is retried under the same webhook-id. Bodies are compared
-byte for byte with docs/PAYLOADS.md, "Event hook"."""
+byte for byte with docs/PAYLOADS.md, "Event hook"; an expired v1 subscription gives `subscription.expired`."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import requests
 from procutil import wait_for
 from test_webhook import WHSEC, SECRET, api_url, hs, metric, receiver, served  # noqa: F401 - the fixture
 
+ADMIN_TOKEN = "admin-token-for-the-event-hook-tests"
 RULES = {"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}}}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
@@ -51,7 +52,9 @@ def accepted_events(receiver, event_type: str) -> list[dict]:
 @pytest.mark.timeout(240)
 def test_event_hook_reports_dead_token_and_permission_denied_signed_and_retried(stack_factory, uniq, receiver,
                                                                                token_factory):
-    stack = stack_factory()
+    stack = stack_factory(start=False)
+    stack.config["admin"] = {"token": ADMIN_TOKEN}
+    stack.start()
     app = "evhook" + uniq[4:]
     stack.write_app_settings(app, hook_settings(stack.fake, app, receiver, rules=RULES))
     served(stack, app)
@@ -100,6 +103,9 @@ def test_event_hook_reports_dead_token_and_permission_denied_signed_and_retried(
     assert metric(stack, "pushgateway_event_hook_failures_total", reason="http_503") == 1
     wait_for(lambda: metric(stack, "pushgateway_event_hook_sent_total") == 2, timeout=10, what="2 events sent")
     assert metric(stack, "pushgateway_event_hook_queued") == 0
+    status = requests.get(f"{stack.gateway.base}/admin/apps/{app}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+                          timeout=10).json()
+    assert status["eventHook"] == {"queued": 0}, status
 
 
 def v2_id(app: str, uid: str, kind: str, destination: str, path: str, context: str) -> str:
