@@ -14,18 +14,18 @@ import pytest
 import requests
 
 from procutil import wait_for
-from test_webhook import WHSEC, SECRET, api_url, hs, metric, receiver, served  # noqa: F401 - the fixture
+from test_webhook import WHSEC, WHSEC_NEW, SECRET, api_url, hs, metric, receiver, served  # noqa: F401 - the fixture
 
 ADMIN_TOKEN = "admin-token-for-the-event-hook-tests"
 RULES = {"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}}}
 TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
-def hook_settings(fake_fcm, app: str, receiver, **extra) -> dict:
+def hook_settings(fake_fcm, app: str, receiver, secrets: tuple = (WHSEC,), **extra) -> dict:
     """An app served by the fake FCM whose event hook is the receiver's /events (a loopback address: allowed)."""
     return {"enabled": True, "fcmServiceAccountFile": fake_fcm.service_account_file(app),
             "authKeys": [{"alg": "HS256", "secret": SECRET}],
-            "webhook": {"secrets": [WHSEC], "allowPrivateDestinations": True, "caFile": receiver.cert,
+            "webhook": {"secrets": list(secrets), "allowPrivateDestinations": True, "caFile": receiver.cert,
                         "timeoutMs": 5000},
             "eventHook": {"url": receiver.url("/events")}, **extra}
 
@@ -122,7 +122,8 @@ def v2_id(app: str, uid: str, kind: str, destination: str, path: str, context: s
 @pytest.mark.timeout(180)
 def test_event_hook_reports_an_expired_v1_subscription(stack_factory, fake_fcm, uniq, receiver, token_factory):
     app = "evexp" + uniq[4:]
-    stack = stack_factory(start=False, extra_apps={app: hook_settings(fake_fcm, app, receiver, subscriptionTTLSeconds=2)})
+    settings = hook_settings(fake_fcm, app, receiver, secrets=(WHSEC, WHSEC_NEW), subscriptionTTLSeconds=2)
+    stack = stack_factory(start=False, extra_apps={app: settings})
     stack.config["subscriptions"] = {"expirySweepSeconds": 1}
     stack.start()
     path, token = f"{uniq}/exp", token_factory()
@@ -133,6 +134,6 @@ def test_event_hook_reports_an_expired_v1_subscription(stack_factory, fake_fcm, 
     doc = {"id": v2_id(app, "", "mobile", "", path, token), "uid": None, "kind": "mobile", "mode": "value",
            "path": path, "format": "v1", "context": token}
     assert event["body"] == expected_body("subscription.expired", body["timestamp"], app, doc)
-    assert event["verified"] == [True, False]
+    assert event["verified"] == [True, True], "signed with both secrets (a rotation)"
     assert len(stack.fake.sends_for(token)) == 1, "the device got its revoke first"
 
