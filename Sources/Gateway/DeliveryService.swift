@@ -137,23 +137,15 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                while true {
-                    let now = clock()
-                    let (due, stopping, next) = core.withLock { core -> ([PendingNotification], Bool, Double?) in
+            await wake.runDueLoop(
+                clock: clock,
+                turn: { now in
+                    core.withLock { core -> ([PendingNotification], Bool, Double?) in
                         let free = maxInFlight - core.queue.inFlightCount
                         let due = !core.stopping && free > 0 ? core.queue.due(now: now, limit: free) : []
                         return (due, core.stopping, core.queue.nextWakeUp)
                     }
-                    for entry in due { group.addTask { await self.deliver(entry) } }
-                    flush()
-                    if stopping || Task.isCancelled { break }
-                    if due.isEmpty {
-                        let timeout = next.map { Duration.milliseconds(Int64(max(1, min(($0 - now) * 1000, 60_000)))) }
-                        await wake.wait(timeout: timeout ?? .seconds(60))
-                    }
-                }
-            }
+                }, afterTurn: flush, send: { entry in await self.deliver(entry) })
             // Sends in flight have finished: store what changed.
             flush()
         } onGracefulShutdown: {

@@ -66,20 +66,11 @@ final class EventHookService: Service, Sendable {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                while true {
-                    let now = clock()
-                    let (due, stopping, next) = core.withLock { core in
-                        (core.stopping ? [] : core.queue.due(now: now), core.stopping, core.queue.nextWakeUp)
-                    }
-                    for (app, entry) in due { group.addTask { await self.send(app: app, entry: entry) } }
-                    if stopping || Task.isCancelled { break }
-                    if due.isEmpty {
-                        let timeout = next.map { Duration.milliseconds(Int64(max(1, min(($0 - now) * 1000, 60_000)))) }
-                        await wake.wait(timeout: timeout ?? .seconds(60))
-                    }
-                }
-            }
+            await wake.runDueLoop(
+                clock: clock,
+                turn: { now in
+                    core.withLock { core in (core.stopping ? [] : core.queue.due(now: now), core.stopping, core.queue.nextWakeUp) }
+                }, send: { item in await self.send(app: item.app, entry: item.entry) })
         } onGracefulShutdown: {
             self.core.withLock { $0.stopping = true }
             self.wake.signal()
@@ -113,20 +104,18 @@ final class EventHookService: Service, Sendable {
         case .retry(_, let reason):
             metrics.eventHookFailed(reason: reason)
         case .rejected(let reason):
-            metrics.eventHookFailed(reason: reason)
-            metrics.eventHookDropped(reason: "rejected")
-            logger.warning(
-                "event hook: the receiver refused an event; it is dropped",
-                metadata: [LoggingKeys.app: "\(app)", LoggingKeys.reason: "\(reason)"])
+            dropped(app: app, failure: reason, as: "rejected", "event hook: the receiver refused an event; it is dropped")
         case .gaveUp(let reason):
-            metrics.eventHookFailed(reason: reason)
-            metrics.eventHookDropped(reason: "expired")
-            logger.warning(
-                "event hook: an event was dropped after 2 hours of retries",
-                metadata: [LoggingKeys.app: "\(app)", LoggingKeys.reason: "\(reason)"])
+            dropped(app: app, failure: reason, as: "expired", "event hook: an event was dropped after 2 hours of retries")
         case .gone:
             break
         }
         wake.signal()
+    }
+
+    private func dropped(app: String, failure: String, as reason: String, _ message: Logger.Message) {
+        metrics.eventHookFailed(reason: failure)
+        metrics.eventHookDropped(reason: reason)
+        logger.warning(message, metadata: [LoggingKeys.app: "\(app)", LoggingKeys.reason: "\(failure)"])
     }
 }

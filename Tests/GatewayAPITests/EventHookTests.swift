@@ -115,12 +115,18 @@ final class EventHookTests: XCTestCase {
         XCTAssertEqual(queue.count(app: "a"), 2)
     }
 
-    func testAFailedHeadIsRetriedWithBackoffAndRetryAfterThenGivenUpAfterTwoHours() throws {
+    /// App `a` with events 1 and 2, the first in flight.
+    private static func twoEventsOneInFlight() throws -> EventHookQueue {
         var queue = EventHookQueue()
+        XCTAssertTrue(queue.enqueue(app: "a", event: try event(1), limit: 10))
+        XCTAssertTrue(queue.enqueue(app: "a", event: try event(2), limit: 10))
+        XCTAssertEqual(queue.due(now: 0).map(\.entry.event), [try event(1)])
+        return queue
+    }
+
+    func testAFailedHeadIsRetriedWithBackoffAndRetryAfterThenGivenUpAfterTwoHours() throws {
+        var queue = try Self.twoEventsOneInFlight()
         var random = FixedRandom()
-        XCTAssertTrue(queue.enqueue(app: "a", event: try Self.event(1), limit: 10))
-        XCTAssertTrue(queue.enqueue(app: "a", event: try Self.event(2), limit: 10))
-        _ = queue.due(now: 0)
         XCTAssertEqual(queue.finish(app: "a", outcome: Self.failure503, now: 0, policy: Self.policy, random: &random), .retry(at: 1, reason: "http_503"))
         XCTAssertTrue(queue.due(now: 0.5).isEmpty, "not before its backoff, and nothing overtakes it")
         XCTAssertEqual(queue.nextWakeUp, 1)
@@ -137,11 +143,8 @@ final class EventHookTests: XCTestCase {
     }
 
     func testARefusedEventIsDroppedAndTheLineMovesOn() throws {
-        var queue = EventHookQueue()
+        var queue = try Self.twoEventsOneInFlight()
         var random = FixedRandom()
-        XCTAssertTrue(queue.enqueue(app: "a", event: try Self.event(1), limit: 10))
-        XCTAssertTrue(queue.enqueue(app: "a", event: try Self.event(2), limit: 10))
-        _ = queue.due(now: 0)
         for (status, reason) in [(400, "http_400"), (410, "http_410")] {
             let refused = DeliveryOutcome.failed(
                 DeliveryFailure(reason: reason, classification: status == 410 ? .tokenDead : .rejected, httpStatus: status))
