@@ -48,15 +48,13 @@ final class EventHookService: Service, Sendable {
     func record(_ ended: EndedSubscription) {
         guard let hook = profiles.profile(ended.app)?.eventHook else { return }
         let event = EventHookEvent(ended, at: clock())
-        let (queued, backlog) = core.withLock { core -> (Bool, Int) in
-            guard !core.stopping else { return (false, core.queue.count) }
-            return (core.queue.enqueue(app: ended.app, event: event, limit: hook.maxQueuedEvents), core.queue.count)
+        let (refusal, backlog) = core.withLock { core -> (String?, Int) in
+            if core.stopping { return ("shutdown", core.queue.count) }
+            let queued = core.queue.enqueue(app: ended.app, event: event, limit: hook.maxQueuedEvents)
+            return (queued ? nil : "queue_full", core.queue.count)
         }
         metrics.eventHookQueued.set(Double(backlog))
-        guard queued else {
-            metrics.eventHookDropped(reason: "queue_full")
-            return
-        }
+        if let refusal { return metrics.eventHookDropped(reason: refusal) }
         metrics.eventHookEvent(type: event.type)
         wake.signal()
     }

@@ -137,3 +137,24 @@ def test_event_hook_reports_an_expired_v1_subscription(stack_factory, fake_fcm, 
     assert event["verified"] == [True, True], "signed with both secrets (a rotation)"
     assert len(stack.fake.sends_for(token)) == 1, "the device got its revoke first"
 
+
+
+@pytest.mark.timeout(120)
+def test_event_hook_urls_are_checked_at_settings_load(stack_factory, uniq, receiver):
+    stack = stack_factory()
+    app = "evbad" + uniq[4:]
+    good = hook_settings(stack.fake, app, receiver)
+    private = dict(good, webhook=dict(good["webhook"], allowPrivateDestinations=False))
+    cases = [
+        (private, "eventHook.url is refused: a loopback address"),
+        (dict(good, eventHook={"url": "http://backend.example.com/events"}), "eventHook.url must be an https:// URL"),
+        (dict(good, webhook={"allowPrivateDestinations": True}), "eventHook needs webhook.secrets"),
+    ]
+    for number, (settings, message) in enumerate(cases, start=1):
+        stack.write_app_settings(app, settings)
+        wait_for(lambda: stack.gateway.logs().count("app settings refused") >= number, timeout=20,
+                 what=f"refusal {number}", on_timeout=stack.gateway.tails)
+        line = [l for l in stack.gateway.logs().splitlines() if "app settings refused" in l][-1]
+        assert message in line, line
+    stack.write_app_settings(app, good)
+    served(stack, app)
