@@ -10,9 +10,10 @@ import Synchronization
 /// Sends each app's event hook (docs/DELIVERY.md, "The app's event hook"): what happened to its subscriptions
 /// (revoked, expired, dead token), as signed Standard Webhooks POSTs to the app's `eventHook.url`.
 ///
-/// - Input: ``record(_:)``, called by a partition's driver under the partition's lock with each ended subscription,
-///   in decision order (the input that writes its tombstone). It only builds the body and queues it (its own
-///   lock, a metric): notification delivery and the partition never wait for the hook.
+/// - Input: ``record(_:)``, called by a partition's driver under the partition's lock with each ended
+///   subscription once its tombstone is stored, in that order (``PartitionAction/subscriptionEnded(_:)``). It only
+///   builds the body and queues it (its own lock, a metric): notification delivery and the partition never wait
+///   for the hook.
 /// - Delivery: ``EventHookQueue``: ordered per app, one request in flight per app, retried on 429/5xx/timeouts/
 ///   connection errors with backoff for 2 hours, dropped on another answer; the app's webhook client (signing
 ///   secrets, address checks at each delivery, timeout, CA file).

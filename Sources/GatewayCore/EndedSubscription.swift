@@ -1,9 +1,9 @@
 import PushCore
 
 /// A subscription whose end its app's backend hears of through the app's event hook (docs/DELIVERY.md, "The
-/// app's event hook"). The machine returns it with the input that writes the subscription's tombstone, so each
-/// end is reported once by the replica that owns the partition: a revoke delivered (or discarded at its
-/// deadline), or a dead token.
+/// app's event hook"). The machine returns it when the subscription's tombstone is stored, so each end is reported
+/// once, by the replica that owns the partition and wrote it: a revoke delivered (or discarded at its deadline), or
+/// a dead token.
 public struct EndedSubscription: Sendable, Equatable {
     public enum Cause: Sendable, Equatable {
         /// Revoked for `reason` (`expired` among them), its revoke message delivered or discarded.
