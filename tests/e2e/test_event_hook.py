@@ -3,17 +3,21 @@ HTTPS receiver (test_webhook.py's, trusted through the app's `webhook.caFile`) t
 Standard Webhooks signature with the independent `standardwebhooks` package. A dead token (FCM UNREGISTERED)
 gives a signed `subscription.token_dead` with FCM's answer, a rules change a signed `subscription.revoked` with
 reason `permission_denied`; a 503 from the receiver is retried under the same webhook-id. Bodies are compared
-byte for byte with docs/PAYLOADS.md, "Event hook"; an expired v1 subscription gives `subscription.expired`."""
+byte for byte with docs/PAYLOADS.md, "Event hook"; an expired v1 subscription gives `subscription.expired`;
+with two replicas, only the owner of the app's partition reports, once per revocation; hook URLs are checked at
+settings load."""
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 
 import pytest
 import requests
 
-from procutil import wait_for
+from gateway import Gateway
+from procutil import free_port, wait_for
 from test_webhook import WHSEC, WHSEC_NEW, SECRET, api_url, hs, metric, receiver, served  # noqa: F401 - the fixture
 
 ADMIN_TOKEN = "admin-token-for-the-event-hook-tests"
@@ -158,3 +162,40 @@ def test_event_hook_urls_are_checked_at_settings_load(stack_factory, uniq, recei
         assert message in line, line
     stack.write_app_settings(app, good)
     served(stack, app)
+
+
+@pytest.mark.timeout(240)
+def test_two_replicas_report_each_revocation_once_from_the_owner(stack_factory, uniq, receiver, token_factory):
+    stack = stack_factory()
+    config_b = copy.deepcopy(stack.config)
+    config_b["http"]["port"] = free_port()
+    b = Gateway(stack.workdir, config=config_b, name="replica-b")
+    try:
+        b.start()
+        app = "evrep" + uniq[4:]
+        stack.write_app_settings(app, hook_settings(stack.fake, app, receiver, rules=RULES))
+        served(stack, app)
+        headers = {"Authorization": f"Bearer {hs('alice')}"}
+        wait_for(lambda: requests.get(f"{b.base}/datasync/v2/{app}/subscriptions/alice", headers=headers,
+                                      timeout=10).status_code == 200, timeout=20, what="replica b to serve the app")
+        # Made through either replica: the owner of the app's partition holds them all.
+        ids = set()
+        for n, gateway in enumerate([stack.gateway, b, b]):
+            r = requests.post(f"{gateway.base}/datasync/v2/{app}/subscriptions/alice", headers=headers, timeout=10,
+                              json={"kind": "mobile", "mode": "noData", "path": f"/users/alice/n{n}",
+                                    "context": token_factory(f"rep{n}")})
+            assert r.status_code == 201, r.text
+            ids.add(r.json()["id"])
+        stack.write_app_settings(app, hook_settings(stack.fake, app, receiver, rules={"rules": {".read": False}}))
+        events = wait_for(lambda: (lambda got: got if len(got) >= 3 else None)(
+            accepted_events(receiver, "subscription.revoked")), timeout=30, what="three revocations",
+            on_timeout=stack.gateway.tails)
+        assert {json.loads(e["body"])["data"]["id"] for e in events} == ids
+        assert all(e["verified"] == [True, False] for e in events)
+        # One replica (the owner) reported them, once each.
+        counts = sorted(sum(s.value for s in g.metrics() if s.name == "pushgateway_event_hook_events_total")
+                        for g in (stack.gateway, b))
+        assert counts == [0, 3], counts
+        assert len(accepted_events(receiver, "subscription.revoked")) == 3
+    finally:
+        b.stop()
