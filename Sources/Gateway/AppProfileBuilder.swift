@@ -130,11 +130,10 @@ public struct AppProfileBuilder: Sendable {
             senders[.huawei] = consoleSink(name)
         }
         let webhookClient = try webhookClient(settings: settings)
-        if settings.webhook?.secrets.isEmpty == false {
+        if let webhook = settings.webhook, !webhook.secrets.isEmpty {
             // The console sink without an HTTP client (tests).
-            senders[.webhook] = webhookClient.map {
-                WebhookSender(app: name, client: $0, maxInFlightPerHost: settings.webhook?.maxInFlightPerHost ?? 8)
-            } ?? consoleSink(name)
+            senders[.webhook] =
+                webhookClient.map { WebhookSender(app: name, client: $0, maxInFlightPerHost: webhook.maxInFlightPerHost) } ?? consoleSink(name)
         }
         let eventHook = settings.eventHook.flatMap { hook in
             webhookClient.map { EventHookTarget(url: hook.url, maxQueuedEvents: hook.maxQueuedEvents, client: $0) }

@@ -110,7 +110,11 @@ public struct PartitionMachine {
 
     // MARK: Roles and the load
 
-    public mutating func setRole(_ role: PartitionRole) { contents.role = role }
+    public mutating func setRole(_ role: PartitionRole) {
+        contents.role = role
+        // Tombstones this replica no longer writes: whoever owns the partition next decides (and reports) again.
+        if !role.isActive { endings = [:] }
+    }
 
     /// A load marker was read at `offset`: from here on, records are the ones of the owner tagged `tag`.
     public mutating func readMarker(tag: [UInt8]?, offset: Int64) {
