@@ -4,7 +4,7 @@ import PushCore
 import SSLCrypto
 
 /// The operators' per-app status (``AdminAPI``): settings in force and the last refused file, provider health
-/// per project, pauses, the delivery backlog and the subscriptions. An app's details come from the replica that
+/// per project, pauses, the delivery backlog, the event hook's queue and the subscriptions. An app's details come from the replica that
 /// owns its partition (the call is forwarded there like any app call).
 struct AdminService: AdminAPI {
     /// The admin bearer token; nil: the admin endpoints are disabled.
@@ -12,6 +12,8 @@ struct AdminService: AdminAPI {
     let profiles: AppProfiles
     let store: StateStore
     let delivery: DeliveryService
+    /// Nil in tests without one.
+    var eventHook: EventHookService? = nil
     let membership: Membership
     let board: AppStatusBoard
 
@@ -63,6 +65,8 @@ struct AdminService: AdminAPI {
                 "pausedUntil": pausedUntil.map(AppStatusBoard.time) ?? .null,
             ]),
         ]
+        document["eventHook"] =
+            profile.settings.eventHook == nil ? .null : .object(["queued": .number(String(eventHook?.queued(app: name) ?? 0))])
         document["servedBy"] = .string(membership.address)
         return .object(document)
     }

@@ -26,13 +26,16 @@ public final class AppProfile: Sendable {
     let fcmAccountFingerprint: String?
     /// Of the HMS credentials, to keep the HMS client (and its token) across reloads.
     let hmsFingerprint: String?
+    /// Where the app's event hook is sent (``EventHookService``); nil without `eventHook` settings.
+    let eventHook: EventHookTarget?
 
     init(
         name: String, settings: AppSettings, verifier: JWTVerifier?, rules: ReadRules, rulesFingerprint: String,
         encryption: AppEncryptionKeys?, senders: [SubscriberKind: any PushSender], fcmAccountFingerprint: String?,
-        hmsFingerprint: String? = nil
+        hmsFingerprint: String? = nil, eventHook: EventHookTarget? = nil
     ) {
         self.hmsFingerprint = hmsFingerprint
+        self.eventHook = eventHook
         self.name = name
         self.settings = settings
         self.verifier = verifier
@@ -48,4 +51,12 @@ public final class AppProfile: Sendable {
     func sender(for kind: SubscriberKind) -> (any PushSender)? { senders[kind] }
 
     var usesConsole: Bool { senders[.mobile] is ConsoleSink }
+}
+
+/// An app's event hook, compiled: its URL, its queue's bound, and the app's webhook client (signing secrets,
+/// address checks, timeout, CA file).
+struct EventHookTarget: Sendable {
+    let url: String
+    let maxQueuedEvents: Int
+    let client: WebhookClient
 }

@@ -129,19 +129,28 @@ public struct AppProfileBuilder: Sendable {
         } else {
             senders[.huawei] = consoleSink(name)
         }
-        senders[.webhook] = try webhookSender(name: name, settings: settings)
+        let webhookClient = try webhookClient(settings: settings)
+        if let webhook = settings.webhook, !webhook.secrets.isEmpty {
+            // The console sink without an HTTP client (tests).
+            senders[.webhook] =
+                webhookClient.map { WebhookSender(app: name, client: $0, maxInFlightPerHost: webhook.maxInFlightPerHost) } ?? consoleSink(name)
+        }
+        let eventHook = settings.eventHook.flatMap { hook in
+            webhookClient.map { EventHookTarget(url: hook.url, maxQueuedEvents: hook.maxQueuedEvents, client: $0) }
+        }
         Self.warnAboutUnboundKeys(app: name, keys: keys, settings: settings, logger: logger)
         let verifier =
             keys.isEmpty ? nil : JWTVerifier(keys: keys, issuer: settings.issuer, audience: settings.audience)
         return AppProfile(
             name: name, settings: settings, verifier: verifier, rules: rules,
             rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
-            fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint)
+            fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint, eventHook: eventHook)
     }
 
-    /// The app's webhook sender: its secrets checked; the console sink without an HTTP client (tests), nil when
-    /// the app has no webhook secret (its webhook subscriptions are refused).
-    func webhookSender(name: String, settings: AppSettings) throws(ConfigurationError) -> (any PushSender)? {
+    /// The app's webhook client (its `webhook:` settings, secrets checked), shared by its webhook subscriptions and
+    /// its event hook; nil when the app has no webhook secret (its webhook subscriptions are refused) or without an
+    /// HTTP client (tests).
+    func webhookClient(settings: AppSettings) throws(ConfigurationError) -> WebhookClient? {
         guard let webhook = settings.webhook, !webhook.secrets.isEmpty else { return nil }
         let signer: WebhookSigner
         do {
@@ -149,13 +158,12 @@ public struct AppProfileBuilder: Sendable {
         } catch {
             throw ConfigurationError("webhook.secrets: \(error.description)")
         }
-        guard let webhookHTTPClient else { return consoleSink(name) }
-        let client = WebhookClient(
+        guard let webhookHTTPClient else { return nil }
+        return WebhookClient(
             http: webhookHTTPClient, signer: signer,
             settings: WebhookClient.Settings(
                 allowPrivateDestinations: webhook.allowPrivateDestinations, caFile: webhook.caFile.isEmpty ? nil : webhook.caFile,
                 timeout: .milliseconds(webhook.timeoutMs)))
-        return WebhookSender(app: name, client: client, maxInFlightPerHost: webhook.maxInFlightPerHost)
     }
 
     /// An RS256/ES256 key is often an identity provider's, shared by all its tenants: without `issuer` and

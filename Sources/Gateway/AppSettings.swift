@@ -32,6 +32,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var quotas = AppQuotas()
     /// `kind: "webhook"` subscriptions: signing secrets, private destinations, limits (``WebhookSettings``).
     public var webhook: WebhookSettings?
+    /// Where the app's backend hears of ended subscriptions (``EventHookSettings``); signed with `webhook.secrets`.
+    public var eventHook: EventHookSettings?
 
     public init() {}
 
@@ -73,6 +75,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         guard shadowMaxBytes > 0 else { throw ConfigurationError("shadowMaxBytes must be positive") }
         try quotas.validate()
         try webhook?.validate()
+        try eventHook?.validate(webhook: webhook)
         if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }
         if let audience, audience.isEmpty { throw ConfigurationError("audience must not be empty (omit it to accept any)") }
         if let hms {
@@ -85,7 +88,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
         case encryption, rules, quotas
-        case webhook
+        case webhook, eventHook
     }
 
     public init(from decoder: any Decoder) throws {
@@ -103,6 +106,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         rules = try c.decodeIfPresent(DecodedJSON.self, forKey: .rules)?.value
         quotas = try c.decodeIfPresent(AppQuotas.self, forKey: .quotas) ?? quotas
         webhook = try c.decodeIfPresent(WebhookSettings.self, forKey: .webhook)
+        eventHook = try c.decodeIfPresent(EventHookSettings.self, forKey: .eventHook)
     }
 }
 

@@ -143,23 +143,15 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     func run() async throws {
         await withGracefulShutdownHandler {
-            await withDiscardingTaskGroup { group in
-                while true {
-                    let now = clock()
-                    let (due, stopping, next) = core.withLock { core -> ([PendingNotification], Bool, Double?) in
+            await wake.runDueLoop(
+                clock: clock,
+                turn: { now in
+                    core.withLock { core -> ([PendingNotification], Bool, Double?) in
                         let free = maxInFlight - core.queue.inFlightCount
                         let due = !core.stopping && free > 0 ? core.queue.due(now: now, limit: free) : []
                         return (due, core.stopping, core.queue.nextWakeUp)
                     }
-                    for entry in due { group.addTask { await self.deliver(entry) } }
-                    flush()
-                    if stopping || Task.isCancelled { break }
-                    if due.isEmpty {
-                        let timeout = next.map { Duration.milliseconds(Int64(max(1, min(($0 - now) * 1000, 60_000)))) }
-                        await wake.wait(timeout: timeout ?? .seconds(60))
-                    }
-                }
-            }
+                }, afterTurn: flush, send: { entry in await self.deliver(entry) })
             // Sends in flight have finished: store what changed.
             flush()
         } onGracefulShutdown: {
@@ -229,7 +221,9 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             metrics.notificationFailed(provider: sender.provider, failure: failure)
             board?.failed(app: entry.app, project: sender.project, failure: failure)
             if failure.classification == .tokenDead {
-                tokenDead(key, reason: failure.reason)
+                tokenDead(
+                    key,
+                    answer: ProviderAnswer(provider: sender.provider, httpStatus: failure.httpStatus, code: failure.reason, message: failure.message))
             } else if failure.classification == .rejected {
                 // The receiver refused this message: dropped (counted above), the line moves on, nobody revoked.
                 logger.warning(
@@ -294,7 +288,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
     }
 
     /// The provider says the token is dead: the subscription is deleted and its line dropped.
-    private func tokenDead(_ key: RetryKey, reason: String) {
+    private func tokenDead(_ key: RetryKey, answer: ProviderAnswer) {
         let dropped = core.withLock { core -> [PendingNotification] in
             var dropped = core.queue.completed(key).map { [$0] } ?? []
             dropped += core.queue.removeAll(forSubscription: key)
@@ -305,8 +299,8 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         metrics.revoked(reason: "token_dead")
         logger.info(
             "subscription deleted: the provider says the push token is dead",
-            metadata: [LoggingKeys.app: "\(key.app)", LoggingKeys.sp: "\(key.path)", LoggingKeys.reason: "\(reason)", LoggingKeys.pendingDropped: "\(dropped.count - 1)"])
-        store.activePartition(ofApp: key.app)?.deleteDeadToken(key)
+            metadata: [LoggingKeys.app: "\(key.app)", LoggingKeys.sp: "\(key.path)", LoggingKeys.reason: "\(answer.code)", LoggingKeys.pendingDropped: "\(dropped.count - 1)"])
+        store.activePartition(ofApp: key.app)?.deleteDeadToken(key, answer: answer)
         updateGauges()
         wake.signal()
     }

@@ -26,7 +26,8 @@ public struct FCMSender: PushSender {
             let projectQuota = error.code == .quotaExceeded && !error.message.lowercased().contains("device")
             return .failed(
                 DeliveryFailure(
-                    reason: reason, classification: error.classification, retryAfter: error.minimumRetryDelaySeconds, projectQuota: projectQuota))
+                    reason: reason, classification: error.classification, retryAfter: error.minimumRetryDelaySeconds, projectQuota: projectQuota,
+                    httpStatus: error.httpStatus, message: error.message.isEmpty ? nil : error.message))
         }
     }
 }

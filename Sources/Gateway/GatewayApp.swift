@@ -172,6 +172,7 @@ public struct GatewayApp {
         let tickets = EventTickets(onFinished: { topic, partition, offset in ledger.finish(partition: partition, offset: offset, topic: topic) })
         let payloads = PayloadBuilder(metrics: metrics, logger: logger)
         let board = AppStatusBoard()
+        let eventHook = EventHookService(profiles: profiles, metrics: metrics, logger: logger)
         let delivery = DeliveryService(
             profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, board: board, logger: logger)
         let sweeper = RevocationSweeper(
@@ -190,7 +191,8 @@ public struct GatewayApp {
             tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
             takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)),
             workers: PartitionWorkers(count: kafka.workers), logger: logger)
-        store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) }, releaseTicket: { tickets.release($0) })
+        store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) }, releaseTicket: { tickets.release($0) },
+            subscriptionEnded: { eventHook.record($0) })
         let service = SubscriptionService(
             store: store, profiles: profiles,
             snapshots: KafkaSnapshotRequester(producer: writer, topic: kafka.snapshotRequestsTopic, logger: logger),
@@ -200,7 +202,7 @@ public struct GatewayApp {
             ownerWait: .milliseconds(configuration.http.ownerWaitMs),
             forwardTimeout: .milliseconds(configuration.http.forwardTimeoutMs), metrics: metrics, logger: logger, kafka: kafkaHealth)
         let admin = AdminService(
-            token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery,
+            token: try configuration.admin.resolvedToken(), profiles: profiles, store: store, delivery: delivery, eventHook: eventHook,
             membership: membership, board: board)
         let router = Routes.router(
             subscriptions: service, v2: service, probe: Probe(health: health, store: store, metrics: metrics), routing: routing,
@@ -238,6 +240,8 @@ public struct GatewayApp {
                     .init(service: writer),
                     .init(service: store),
                     .init(service: membership),
+                    // Stopped after the deliveries, whose outcomes end subscriptions.
+                    .init(service: eventHook),
                     .init(service: delivery),
                     .init(service: http),
                     .init(service: reloader),

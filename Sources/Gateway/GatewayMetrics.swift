@@ -20,6 +20,8 @@ public final class GatewayMetrics: Sendable {
     public let latency: ValueHistogram
     public let retryBacklog: Gauge
     public let retryInFlight: Gauge
+    /// Events waiting for (or being sent to) the apps' event hooks.
+    public let eventHookQueued: Gauge
     /// 1 while `/readyz` answers 200, else 0 (set at scrape time).
     public let ready: Gauge
     /// 1 while every state partition this replica owns is loaded, else 0 (set at scrape time).
@@ -65,6 +67,8 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.name("retry_backlog", help: "Notifications waiting for a retry (this replica's apps)"))
         retryInFlight = registry.makeGauge(
             descriptor: Self.name("retries_in_flight", help: "Retries being sent now"))
+        eventHookQueued = registry.makeGauge(
+            descriptor: Self.name("event_hook_queued", help: "Events waiting for (or being sent to) the apps' event hooks"))
         latency = registry.makeValueHistogram(
             descriptor: Self.name(
                 "end_to_end_latency", unit: "seconds", help: "From the change event's timestamp to the provider's answer"),
@@ -100,6 +104,10 @@ public final class GatewayMetrics: Sendable {
         }
         for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }
         ownershipFencedStart()
+        for reason in ["queue_full", "rejected", "expired", "no_hook", "shutdown"] {
+            _ = counter("hookdropped", Self.eventHookDroppedName, [("reason", reason)])
+        }
+        _ = counter("hooksent", Self.eventHookSentName, [])
         // Sends that failed for want of an OAuth access token (the alert on token refreshes reads them).
         for (provider, reason) in [("fcm", "authentication"), ("hms", "hms_authentication")] {
             _ = counter("failed", Self.failed, [("provider", provider), ("reason", reason)])
@@ -116,6 +124,35 @@ public final class GatewayMetrics: Sendable {
         _ = counter(
             "fenced", Self.fenced,
             [])
+    }
+
+    // MARK: The apps' event hooks
+
+    private static var eventHookDroppedName: MetricNameDescriptor {
+        name("event_hook_dropped", unit: "total", help: "Event hook events dropped: queue full, refused by the receiver, retried for 2 hours, hook removed, shutdown")
+    }
+    private static var eventHookSentName: MetricNameDescriptor {
+        name("event_hook_sent", unit: "total", help: "Event hook events accepted (2xx) by the apps' backends")
+    }
+
+    /// An event queued for an app's hook.
+    func eventHookEvent(type: String) {
+        counter("hookevent", Self.name("event_hook_events", unit: "total", help: "Event hook events queued, by type"), [("type", type)])
+            .increment()
+    }
+
+    func eventHookSent() { counter("hooksent", Self.eventHookSentName, []).increment() }
+
+    /// An attempt that failed (retried or not).
+    func eventHookFailed(reason: String) {
+        counter(
+            "hookfailed", Self.name("event_hook_failures", unit: "total", help: "Event hook requests that failed, by reason"),
+            [("reason", reason)]
+        ).increment()
+    }
+
+    func eventHookDropped(reason: String, count: Int = 1) {
+        counter("hookdropped", Self.eventHookDroppedName, [("reason", reason)]).increment(by: Int64(count))
     }
 
     /// The probe's state, recorded when `/metrics` is scraped.

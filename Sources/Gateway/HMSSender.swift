@@ -41,7 +41,10 @@ public final class HMSSender: PushSender {
                 }
                 if !trusted { classification = .ourFault }
             }
-            return .failed(DeliveryFailure(reason: reason, classification: classification, retryAfter: error.minimumRetryDelaySeconds))
+            return .failed(
+                DeliveryFailure(
+                    reason: reason, classification: classification, retryAfter: error.minimumRetryDelaySeconds, httpStatus: error.httpStatus,
+                    message: error.message.isEmpty ? nil : error.message))
         }
     }
 }

@@ -3,7 +3,8 @@ import KafkaClient
 import PushCore
 
 /// What a ``PartitionState`` needs from outside: reading a range of its log back (``GapVerdict``), being told
-/// apart when it is superseded, rewriting a pending-retry line, and releasing an event's ticket.
+/// apart when it is superseded, rewriting a pending-retry line, releasing an event's ticket, reporting an ended
+/// subscription.
 struct PartitionHooks: Sendable {
     /// Reads the records of the partition at offsets `from..<to` (blocking; nil when it cannot now).
     var readRange: @Sendable (_ partition: Int32, _ from: Int64, _ to: Int64) -> [KafkaRecord]? = { _, _, _ in [] }
@@ -13,6 +14,10 @@ struct PartitionHooks: Sendable {
     var rewriteRetryLine: @Sendable (_ key: RetryKey) -> Void = { _ in }
     /// A change event's ticket is released by a write it waited for (``EventTickets/release(_:)``).
     var releaseTicket: @Sendable (_ ticket: UInt64) -> Void = { _ in }
+    /// A subscription ended (revoked, or its token dead) and its tombstone is stored: queued for its app's event
+    /// hook (``EventHookService``). Called under the partition's lock, in the order of the tombstones: it must only
+    /// queue.
+    var subscriptionEnded: @Sendable (_ ended: EndedSubscription) -> Void = { _ in }
     var metrics: GatewayMetrics? = nil
     /// How long a confirmation of ownership stays current for sending notifications (nanoseconds).
     var lease: UInt64 = 1_000_000_000

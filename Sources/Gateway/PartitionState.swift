@@ -13,7 +13,8 @@ import Synchronization
 /// The machine decides everything; this type only executes. Each input runs under the partition's lock, and the
 /// actions whose order is the log's or a subscription line's (produce, deliver, retain a ticket) are issued
 /// before the lock is released, in the order returned: they never block and never call back into a partition
-/// (a produce's acknowledgement comes later, on the producer's thread, as a new input). Everything else (answers
+/// (a produce's acknowledgement comes later, on the producer's thread, as a new input; an ended subscription is only
+/// queued for its app's event hook). Everything else (answers
 /// to callers, timers, gap reads, logs, releases of tickets) runs after the lock is released.
 final class PartitionState: Sendable {
     typealias Machine = PartitionMachine
@@ -92,6 +93,9 @@ final class PartitionState: Sendable {
                 delivery?.enqueue(notifications)
             case .retainTicket(let ticket, let count):
                 tickets?.retain(ticket, count: count)
+            case .subscriptionEnded(let ended):
+                // Queued (never sent) here: the event hook takes only its own lock and never waits.
+                hooks.subscriptionEnded(ended)
             default:
                 later.append(action)
             }
@@ -106,7 +110,7 @@ final class PartitionState: Sendable {
     private func perform(_ actions: [Action]) {
         for action in actions {
             switch action {
-            case .produce, .deliver, .retainTicket:
+            case .produce, .deliver, .retainTicket, .subscriptionEnded:
                 assertionFailure("issued under the lock")
             case .releaseTicket(let ticket):
                 hooks.releaseTicket(ticket)
@@ -397,8 +401,8 @@ final class PartitionState: Sendable {
     /// The revoke of `key` was delivered (or discarded at its deadline): its tombstone follows.
     func finalizeRevocation(_ key: RetryKey) { input { $0.revokeDelivered(key, uptime: Uptime.now) } }
 
-    /// The provider says `key`'s token is dead: the subscription is deleted.
-    func deleteDeadToken(_ key: RetryKey) { input { $0.tokenDead(key, uptime: Uptime.now) } }
+    /// The provider says `key`'s token is dead (`answer`): the subscription is deleted.
+    func deleteDeadToken(_ key: RetryKey, answer: ProviderAnswer) { input { $0.tokenDead(key, answer: answer, uptime: Uptime.now) } }
 
     // MARK: Events
 

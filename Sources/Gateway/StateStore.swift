@@ -46,6 +46,7 @@ final class StateStore: Service, Sendable {
         var fenced: @Sendable (Int32) -> Void = { _ in }
         var rewriteRetryLine: @Sendable (RetryKey) -> Void = { _ in }
         var releaseTicket: @Sendable (UInt64) -> Void = { _ in }
+        var subscriptionEnded: @Sendable (EndedSubscription) -> Void = { _ in }
     }
     private let listeners = Mutex(Listeners())
 
@@ -93,13 +94,16 @@ final class StateStore: Service, Sendable {
         self.logger = logger
     }
 
-    /// Who hears that this replica was superseded in a partition, who rewrites a pending-retry line, and who
-    /// releases a change event's ticket (``EventTickets``).
+    /// Who hears that this replica was superseded in a partition, who rewrites a pending-retry line, who
+    /// releases a change event's ticket (``EventTickets``), and who hears of ended subscriptions (the event hook).
     func listen(
         fenced: @escaping @Sendable (Int32) -> Void = { _ in }, rewriteRetryLine: @escaping @Sendable (RetryKey) -> Void = { _ in },
-        releaseTicket: @escaping @Sendable (UInt64) -> Void
+        releaseTicket: @escaping @Sendable (UInt64) -> Void, subscriptionEnded: @escaping @Sendable (EndedSubscription) -> Void = { _ in }
     ) {
-        listeners.withLock { $0 = Listeners(fenced: fenced, rewriteRetryLine: rewriteRetryLine, releaseTicket: releaseTicket) }
+        listeners.withLock {
+            $0 = Listeners(
+                fenced: fenced, rewriteRetryLine: rewriteRetryLine, releaseTicket: releaseTicket, subscriptionEnded: subscriptionEnded)
+        }
     }
 
     private func makePartition(_ index: Int32, role: PartitionRole) -> PartitionState {
@@ -108,6 +112,7 @@ final class StateStore: Service, Sendable {
             fenced: { [self] partition in listeners.withLock { $0.fenced }(partition) },
             rewriteRetryLine: { [self] key in listeners.withLock { $0.rewriteRetryLine }(key) },
             releaseTicket: { [self] ticket in listeners.withLock { $0.releaseTicket }(ticket) },
+            subscriptionEnded: { [self] ended in listeners.withLock { $0.subscriptionEnded }(ended) },
             metrics: metrics)
         return PartitionState(
             partition: index, topic: topic, role: role, sink: sink, hooks: hooks, logger: logger, bytes: budget.partitionMeter())

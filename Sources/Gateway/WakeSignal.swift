@@ -51,6 +51,29 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
+    /// The loop of a service that sends what is due (the delivery service, the event hook): each turn, `turn` hands
+    /// out what is due at `clock()` (under its owner's lock), whether to stop, and the next due time; each item is
+    /// sent by a child task (`send`); `afterTurn` runs; then, when nothing was due, the loop sleeps until the next due
+    /// time (at most 60 s) or a signal. Returns once it stopped and the sends started have finished.
+    func runDueLoop<Item: Sendable>(
+        clock: () -> Double, turn: (_ now: Double) -> (due: [Item], stopping: Bool, next: Double?), afterTurn: () -> Void = {},
+        send: @escaping @Sendable (Item) async -> Void
+    ) async {
+        await withDiscardingTaskGroup { group in
+            while true {
+                let now = clock()
+                let (due, stopping, next) = turn(now)
+                for item in due { group.addTask { await send(item) } }
+                afterTurn()
+                if stopping || Task.isCancelled { break }
+                if due.isEmpty {
+                    let timeout = next.map { Duration.milliseconds(Int64(max(1, min(($0 - now) * 1000, 60_000)))) }
+                    await wait(timeout: timeout ?? .seconds(60))
+                }
+            }
+        }
+    }
+
     /// Returns at the next signal (at once if one came since the last wait), after `timeout`, or when the task
     /// is cancelled.
     func wait(timeout: Duration?) async {

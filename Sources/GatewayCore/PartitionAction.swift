@@ -2,9 +2,9 @@ import PushCore
 
 /// What a ``PartitionMachine`` asks its driver to do after an input.
 ///
-/// Order matters for the first three: the log must hold the records in decision order, each subscription's
-/// line must get its notifications in decision order, and an event's ticket must be retained before anything
-/// can release it. A driver performs them in the order given, before the next input is taken.
+/// Order matters for the first four: the log must hold the records in decision order, each subscription's
+/// line must get its notifications in decision order, an event's ticket must be retained before anything
+/// can release it, and an app's event hook hears of its ended subscriptions in the order their tombstones are stored. A driver performs them in the order given, before the next input is taken.
 public enum PartitionAction: Sendable, Equatable {
     /// Produce a record to the partition, tagged with the owner's tag when there is one. Its acknowledgement comes
     /// back as ``PartitionMachine/writeAcknowledged(_:_:uptime:)``.
@@ -13,6 +13,9 @@ public enum PartitionAction: Sendable, Equatable {
     case deliver([PendingNotification])
     /// The change event's ticket waits for `count` more things (notifications, markers, checkpoints).
     case retainTicket(UInt64, count: Int)
+    /// A subscription ended and its tombstone is stored: its app's event hook hears of it, in the order the
+    /// tombstones were stored.
+    case subscriptionEnded(EndedSubscription)
     /// One of them is settled.
     case releaseTicket(UInt64)
     /// A write settled: applied (`stored`), or failed (`maybeStored`: it timed out after it was sent, so the broker

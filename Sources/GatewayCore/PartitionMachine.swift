@@ -43,6 +43,9 @@ public struct PartitionMachine {
     /// Subscriptions whose record is to be written again (a write failed), and the tickets waiting for it.
     private var repairs: Set<RetryKey> = []
     private var repairWaiters: [RetryKey: [UInt64]] = [:]
+    /// Ended subscriptions whose tombstone (produced with sequence `after` or later: a repair) is not stored yet:
+    /// reported to the app's event hook once it is.
+    private var endings: [RetryKey: (ended: EndedSubscription, after: UInt64)] = [:]
 
     // MARK: Ownership
 
@@ -107,7 +110,11 @@ public struct PartitionMachine {
 
     // MARK: Roles and the load
 
-    public mutating func setRole(_ role: PartitionRole) { contents.role = role }
+    public mutating func setRole(_ role: PartitionRole) {
+        contents.role = role
+        // Tombstones this replica no longer writes: whoever owns the partition next decides (and reports) again.
+        if !role.isActive { endings = [:] }
+    }
 
     /// A load marker was read at `offset`: from here on, records are the ones of the owner tagged `tag`.
     public mutating func readMarker(tag: [UInt8]?, offset: Int64) {
@@ -287,7 +294,10 @@ public struct PartitionMachine {
             nextToApply += 1
             if stored, case .success(let offset) = result {
                 contents.logEnd = max(contents.logEnd, offset + 1)
-                if case .subscription(let subscription)? = write.record { contents.apply(subscription, sequence: sequence) }
+                if case .subscription(let subscription)? = write.record {
+                    contents.apply(subscription, sequence: sequence)
+                    reportEnding(subscription, sequence: sequence, actions: &actions)
+                }
             } else if case .failure(let failure) = result {
                 actions.append(.writeFailed(failure))
             }
@@ -395,6 +405,8 @@ public struct PartitionMachine {
     private mutating func supersede(gapFrom: Int64, gapTo: Int64, actions: inout [Action], uptime: UInt64) {
         actions.append(.superseded(gapFrom: gapFrom, gapTo: gapTo))
         fence?.fenced = true
+        // Their tombstones will not be stored by this replica: the next owner decides (and reports) again.
+        endings = [:]
         contents.role = .released
         actions += (fence?.waiters.values.map { .resume($0.callback, false) } ?? [])
         fence?.waiters = [:]
@@ -570,10 +582,34 @@ public struct PartitionMachine {
     }
 
     /// The revoke of `key` was delivered (or discarded at its deadline): writes the tombstone, unless the
-    /// subscription was made again since (it is not revoked any more) or a write about it is in flight.
+    /// subscription was made again since (it is not revoked any more) or a write about it is in flight. Once the
+    /// tombstone is stored, the app's event hook hears of the revocation (``PartitionAction/subscriptionEnded(_:)``).
     public mutating func revokeDelivered(_ key: RetryKey, uptime: UInt64) -> [Action] {
         guard contents.role.isActive, let revoked = contents.revoked[key], !revoked.tombstoned, !writesPending(of: key) else { return [] }
         contents.revoked[key]?.tombstoned = true
+        var actions: [Action] = []
+        endings[key] = (EndedSubscription(app: key.app, subscription: revoked.subscription, cause: .revoked(revoked.reason)), nextSequence)
+        submit(
+            Write(record: .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), producedAt: uptime, purpose: .plain),
+            actions: &actions)
+        return actions
+    }
+
+    /// The provider says `key`'s token is dead (`answer`): the subscription is deleted (no revoke message: nothing
+    /// can reach the device). Its end is reported once the tombstone is stored, when it was live or revoked here (not
+    /// when it was already gone).
+    public mutating func tokenDead(_ key: RetryKey, answer: ProviderAnswer, uptime: UInt64) -> [Action] {
+        guard contents.role.isActive else { return [] }
+        var ended: EndedSubscription?
+        if let settings = contents.existingApp(key.app)?.index.subscription(path: key.path, subscriber: key.subscriber) {
+            let subscription = Subscription(path: key.path, subscriber: key.subscriber, settings: settings)
+            ended = EndedSubscription(app: key.app, subscription: subscription, cause: .tokenDead(answer, revoking: nil))
+        } else if let revoked = contents.revoked[key], !revoked.tombstoned {
+            ended = EndedSubscription(app: key.app, subscription: revoked.subscription, cause: .tokenDead(answer, revoking: revoked.reason))
+        }
+        contents.existingApp(key.app)?.index.unsubscribe(path: key.path, subscriber: key.subscriber)
+        contents.revoked[key] = nil
+        if let ended { endings[key] = (ended, nextSequence) }
         var actions: [Action] = []
         submit(
             Write(record: .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), producedAt: uptime, purpose: .plain),
@@ -581,17 +617,13 @@ public struct PartitionMachine {
         return actions
     }
 
-    /// The provider says `key`'s token is dead: the subscription is deleted (no revoke message: nothing can reach
-    /// the device).
-    public mutating func tokenDead(_ key: RetryKey, uptime: UInt64) -> [Action] {
-        guard contents.role.isActive else { return [] }
-        contents.existingApp(key.app)?.index.unsubscribe(path: key.path, subscriber: key.subscriber)
-        contents.revoked[key] = nil
-        var actions: [Action] = []
-        submit(
-            Write(record: .subscription(.deletion(app: key.app, path: key.path, subscriber: key.subscriber)), producedAt: uptime, purpose: .plain),
-            actions: &actions)
-        return actions
+    /// A subscription record produced as `sequence` was stored: an ending waiting for it is reported when it is the
+    /// tombstone (or a repair of it), dropped when it is a later state of the subscription (made again: not gone).
+    private mutating func reportEnding(_ record: SubscriptionRecord, sequence: UInt64, actions: inout [Action]) {
+        let key = record.identity
+        guard let ending = endings[key], sequence >= ending.after else { return }
+        endings[key] = nil
+        if record.settings == nil { actions.append(.subscriptionEnded(ending.ended)) }
     }
 
     // MARK: Events

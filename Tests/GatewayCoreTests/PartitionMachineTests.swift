@@ -272,11 +272,26 @@ final class PartitionMachineTests: XCTestCase {
         rig.storeAll()
         rig.take(rig.machine.revokeDelivered(Rig.key(path: "/y", device: "d1"), uptime: 71))
         XCTAssertTrue(rig.pendingRecords.isEmpty, "made again: not revoked any more")
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "no tombstone, no end reported")
         rig.take(rig.machine.revokeDelivered(Rig.key(path: "/x", device: "d1"), uptime: 72))
         let key = Rig.key(path: "/x", device: "d1")
         XCTAssertEqual(rig.pendingRecords, [.subscription(.deletion(app: Rig.app, path: key.path, subscriber: key.subscriber))])
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "not before the tombstone is stored")
+        rig.storeAll()
+        XCTAssertEqual(
+            Self.ended(rig.drain()),
+            [EndedSubscription(app: Rig.app, subscription: try Rig.subscription(path: "/x", device: "d1"), cause: .revoked(.disabled))],
+            "the app's event hook hears of it once the tombstone is stored")
         rig.take(rig.machine.revokeDelivered(key, uptime: 73))
-        XCTAssertEqual(rig.pendingRecords.count, 1, "once")
+        XCTAssertTrue(rig.pendingRecords.isEmpty, "once")
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "reported once")
+    }
+
+    static func ended(_ actions: [PartitionAction]) -> [EndedSubscription] {
+        actions.compactMap { action in
+            if case .subscriptionEnded(let ended) = action { return ended }
+            return nil
+        }
     }
 
     func testAStaleWriteNeverBringsBackARevokedSubscription() throws {
@@ -297,10 +312,68 @@ final class PartitionMachineTests: XCTestCase {
         rig.storeAll()
         _ = rig.drain()
         let key = Rig.key(path: "/x", device: "d1")
-        rig.take(rig.machine.tokenDead(key, uptime: 80))
+        let answer = ProviderAnswer(provider: "fcm", httpStatus: 404, code: "UNREGISTERED", message: "Requested entity was not found.")
+        rig.take(rig.machine.tokenDead(key, answer: answer, uptime: 80))
         XCTAssertFalse(rig.isSubscribed(path: "/x", device: "d1"))
         XCTAssertEqual(rig.pendingRecords, [.subscription(.deletion(app: Rig.app, path: key.path, subscriber: key.subscriber))])
-        XCTAssertTrue(Rig.delivered(rig.drain()).isEmpty)
+        XCTAssertTrue(Rig.delivered(rig.actions).isEmpty)
+        rig.storeAll()
+        XCTAssertEqual(
+            Self.ended(rig.drain()),
+            [EndedSubscription(app: Rig.app, subscription: try Rig.subscription(path: "/x", device: "d1"), cause: .tokenDead(answer, revoking: nil))])
+        // Already gone (a second answer for it): deleted again, nothing more reported.
+        rig.take(rig.machine.tokenDead(key, answer: answer, uptime: 81))
+        rig.storeAll()
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty)
+    }
+
+    func testAnEndIsReportedWhenItsTombstoneIsStoredEvenByARepairButNotWhenTheSubscriptionIsMadeAgain() throws {
+        var rig = Rig.owner()
+        try rig.subscribe("a", path: "/x", device: "d1")
+        try rig.subscribe("b", path: "/y", device: "d1")
+        rig.storeAll()
+        _ = rig.drain()
+        let answer = ProviderAnswer(provider: "fcm", httpStatus: 404, code: "UNREGISTERED")
+        // /x: its tombstone fails; the repair (written from memory: a tombstone) reports it.
+        rig.take(rig.machine.tokenDead(Rig.key(path: "/x", device: "d1"), answer: answer, uptime: 80))
+        rig.fail()
+        XCTAssertTrue(Self.ended(rig.actions).isEmpty)
+        guard case .schedule(let timer, _)? = rig.drain().first(where: { if case .schedule = $0 { return true } else { return false } }) else {
+            return XCTFail("a repair is scheduled")
+        }
+        rig.fire(timer)
+        rig.storeAll()
+        XCTAssertEqual(Self.ended(rig.drain()).map(\.subscription.path), [try DataPath("/x")])
+        // /y: its tombstone fails, then it is made again before the repair: not gone, nothing reported.
+        rig.take(rig.machine.tokenDead(Rig.key(path: "/y", device: "d1"), answer: answer, uptime: 90))
+        rig.fail()
+        try rig.subscribe("again", path: "/y", device: "d1")
+        rig.storeAll()
+        for action in rig.drain() { if case .schedule(let timer, _) = action { rig.fire(timer) } }
+        rig.storeAll()
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty)
+        XCTAssertTrue(rig.isSubscribed(path: "/y", device: "d1"))
+    }
+
+    func testADeadTokenOfARevokedSubscriptionReportsTheRevocationItInterrupted() throws {
+        var rig = Rig.owner()
+        try rig.subscribe("a", path: "/x", device: "d1")
+        rig.storeAll()
+        rig.take(rig.machine.revoke(app: Rig.app, now: 1_000, uptime: 60) { app in [(.permissionDenied, app.index.allSubscriptions())] }.actions)
+        rig.storeAll()
+        _ = rig.drain()
+        let key = Rig.key(path: "/x", device: "d1")
+        let answer = ProviderAnswer(provider: "hms", httpStatus: 200, code: "hms_80300007")
+        rig.take(rig.machine.tokenDead(key, answer: answer, uptime: 80))
+        rig.storeAll()
+        XCTAssertEqual(
+            Self.ended(rig.drain()),
+            [
+                EndedSubscription(
+                    app: Rig.app, subscription: try Rig.subscription(path: "/x", device: "d1"), cause: .tokenDead(answer, revoking: .permissionDenied))
+            ])
+        rig.take(rig.machine.revokeDelivered(key, uptime: 81))
+        XCTAssertTrue(Self.ended(rig.drain()).isEmpty, "its revoke will not be reported as well")
     }
 
     // MARK: Takeover

@@ -81,12 +81,12 @@ public struct WebhookClient: Sendable {
         case 200...299:
             return .sent
         case 410:
-            return .failed(DeliveryFailure(reason: "http_410", classification: .tokenDead))
+            return .failed(DeliveryFailure(reason: "http_410", classification: .tokenDead, httpStatus: 410))
         case 429, 500...599:
             let wait = retryAfter.flatMap { RetryAfter.seconds(from: $0, now: now) }
-            return .failed(DeliveryFailure(reason: "http_\(status)", classification: .retryable, retryAfter: wait))
+            return .failed(DeliveryFailure(reason: "http_\(status)", classification: .retryable, retryAfter: wait, httpStatus: status))
         default:
-            return .failed(DeliveryFailure(reason: "http_\(status)", classification: .rejected))
+            return .failed(DeliveryFailure(reason: "http_\(status)", classification: .rejected, httpStatus: status))
         }
     }
 }
