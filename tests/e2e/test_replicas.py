@@ -74,6 +74,23 @@ def test_two_replicas_share_subscriptions_and_take_over(stack_factory, uniq, tok
         assert v2(b, "DELETE", f"/{sid}").status_code == 204
         assert v2(a, "GET", f"/{sid}").status_code == 404
 
+        # Token replacement through either replica (the non-owner forwards it, body and all): the first call
+        # moves the subscription, the same call through the other replica finds nothing left to move.
+        rotated_from, rotated_to = token_factory("rotated-from"), token_factory("rotated-to")
+        made = v2(a, "POST", json={"kind": "mobile", "mode": "value", "path": s, "context": rotated_from})
+        assert made.status_code == 201, made.text
+        answers = []
+        for gateway in (b, a):
+            answer = v2(gateway, "POST", "/.replace-context",
+                        json={"kind": "mobile", "oldContext": rotated_from, "newContext": rotated_to})
+            assert answer.status_code == 200, answer.text
+            answers.append(answer.json())
+        assert [m["from"] for m in answers[0]["moved"]] == [made.json()["id"]] and answers[1]["moved"] == []
+        assert answers[0]["subscriptions"] == answers[1]["subscriptions"]
+        assert [d["context"] for d in answers[0]["subscriptions"]] == [rotated_to]
+        assert v2(b, "GET").json()["subscriptions"] == v2(a, "GET").json()["subscriptions"] == answers[0]["subscriptions"]
+        assert v2(a, "DELETE", "/" + answers[0]["moved"][0]["id"]).status_code == 204
+
         # The group splits the 4 partitions; the app's partition belongs to exactly one replica. Events go
         # to t1 and t2 whichever it is, and never to t3.
         stack.publish(s, "SET", "1")
