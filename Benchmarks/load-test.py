@@ -30,8 +30,9 @@ min(--max-in-flight, 1000); all destinations are one host.
 The fake FCM answers every send and measures now − ts (produce → provider request). Reported: sustained
 notifications/s (median of the window's per-second counts; for a backlog, of the full seconds between the first
 and the last send), exact p50/p90/p99 latency over the window, the CPU used by each process during it (from
-/proc, in % of one core, and in µs of CPU per notification), and whether every expected notification arrived. One JSON result line at the end
-(also written to --json-out when given). Every process is stopped at the end; all waits are bounded.
+/proc, in % of one core, and in µs of CPU per notification), and whether every expected notification arrived
+(`complete`; a run where some did not exits with status 1: a backlog that makes no progress for 30 s ends the
+wait). One JSON result line at the end (also written to --json-out when given). Every process is stopped at the end; all waits are bounded.
 """
 from __future__ import annotations
 
@@ -574,6 +575,12 @@ def main() -> int:
                                        "p99": round(acks[int(len(acks) * 0.99)] * 1000, 1)}
         if errors:
             result["produce_errors"] = [str(e) for e in errors[:5]]
+        # A run that does not deliver everything fails (exit status 1), whatever its rate: a stall must not pass
+        # for a slow run.
+        result["complete"] = result["notifications_received"] >= result["notifications_expected"]
+        if not result["complete"]:
+            log(f"INCOMPLETE: {result['notifications_received']} of {result['notifications_expected']} notifications "
+                "reached the fake")
         try:
             metrics = session.get(f"http://127.0.0.1:{http_port}/metrics", timeout=5).text
             with open(os.path.join(work, "metrics.txt"), "w") as f:
@@ -583,7 +590,7 @@ def main() -> int:
                                          and not l.rstrip().endswith(" 0") and not l.rstrip().endswith(" 0.0")][:12]
         except requests.RequestException:
             pass
-        return 0
+        return 0 if result["complete"] else 1
     finally:
         if producer is not None:
             producer.flush(5)
