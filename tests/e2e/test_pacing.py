@@ -18,6 +18,7 @@ import pytest
 import requests
 
 from procutil import wait_for
+from test_delivery import metric
 
 ADMIN_TOKEN = "admin-token-for-the-pacing-tests-0123456789"
 DEVICES = int(os.environ.get("PUSH_PACING_DEVICES", "3000"))
@@ -27,14 +28,6 @@ PER_MINUTE = int(os.environ.get("PUSH_PACING_PER_MINUTE", "18000"))  # 300 sends
 # it within a second or two.
 FAKE_WINDOW_S = 5.0
 FAKE_QUOTA = int(PER_MINUTE / 60 * 1.1 * FAKE_WINDOW_S)
-
-
-def metric(stack, name: str, **labels) -> float:
-    total = 0.0
-    for s in stack.gateway.metrics():
-        if s.name == name and all(f'{k}="{v}"' in s.labels for k, v in labels.items()):
-            total += s.value
-    return total
 
 
 def status(stack, app: str) -> dict:

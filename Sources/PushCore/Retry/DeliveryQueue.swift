@@ -88,8 +88,11 @@ public final class DeliveryQueue {
     /// A send rate shared by lines (``DeliveryQueue``'s documentation): `rate` heads handed out per second,
     /// up to `burst` at once after an idle time; `key` names it.
     public struct Pace: Sendable, Equatable {
+        /// Names the pace (the provider project: `fcm:<project id>`, `hms:<app id>`).
         public var key: String
+        /// Heads handed out per second, once the burst is spent.
         public var rate: Double
+        /// Heads that may be handed out at once after an idle time (the bucket's size).
         public var burst: Int
 
         public init(key: String, rate: Double, burst: Int) {
