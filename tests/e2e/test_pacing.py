@@ -6,7 +6,10 @@ fake with no 429, takes the quota's time (count / rate) within 10 %, and shows i
 status while it lasts (docs/DELIVERY.md, "Pacing").
 
 The issue's 100,000-device burst is the same test, larger (a load run; its numbers are in Benchmarks/README.md):
-    PUSH_PACING_DEVICES=100000 PUSH_PACING_PER_MINUTE=60000 python3 -m pytest tests/e2e/test_pacing.py -q -s"""
+    PUSH_PACING_DEVICES=100000 PUSH_PACING_PER_MINUTE=60000 PUSH_PACING_FAKE_WINDOW_S=60 \
+        python3 -m pytest tests/e2e/test_pacing.py -q -s
+(FCM's own window, a minute: this Python fake pauses for its garbage collector as its 100,000 records pile up, and
+the requests it then reads at once would overflow a 5 s window's 10 % headroom.)"""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ PER_MINUTE = int(os.environ.get("PUSH_PACING_PER_MINUTE", "18000"))  # 300 sends
 # The provider's quota: 10 % above the pace the operator set (the headroom docs/DELIVERY.md recommends), counted
 # over any 5 s (a sliding window, not aligned to the gateway's clock). Sent at full speed, the burst would pass
 # it within a second or two.
-FAKE_WINDOW_S = 5.0
+FAKE_WINDOW_S = float(os.environ.get("PUSH_PACING_FAKE_WINDOW_S", "5"))
 FAKE_QUOTA = int(PER_MINUTE / 60 * 1.1 * FAKE_WINDOW_S)
 
 
