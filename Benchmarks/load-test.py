@@ -8,6 +8,9 @@
     ... --kafka-prop fetch.wait.max.ms=20    the gateway's consumer polls Tansu every 20 ms instead of 500 ms
     ... --observe                            also time broker-only produce → consume (perturbs the run)
     ... --webhook                            webhook subscriptions instead of FCM devices (implies --tls)
+    ... --quota N                            each app's fcm.maxSendsPerMinute (its FCM project's pace; default:
+                                             the setting's default, 600,000); with --backlog the result compares
+                                             the drain time with the quota's time (docs/DELIVERY.md, "Pacing")
 
 Results and their reading: Benchmarks/README.md ("Load test").
 
@@ -278,6 +281,8 @@ def main() -> int:
     ap.add_argument("--webhook", action="store_true",
                     help="deliver through webhook subscriptions (v2 kind webhook) to the fake behind the TLS front "
                          "instead of FCM devices (implies --tls)")
+    ap.add_argument("--quota", type=int, default=None,
+                    help="fcm.maxSendsPerMinute of each app (one FCM project per app); 0: unpaced")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
@@ -318,6 +323,9 @@ def main() -> int:
                                                                   f"proj-{a}", base + "/token", pem)}
                      for a in apps},
         }
+        if args.quota is not None:
+            for settings in config["apps"].values():
+                settings["fcm"] = {"maxSendsPerMinute": args.quota}
         if args.webhook:
             for settings in config["apps"].values():
                 settings["authKeys"] = [{"alg": "HS256", "secret": AUTH_SECRET}]
@@ -508,6 +516,15 @@ def main() -> int:
                 "cpu_us_per_notification": cpu_us_per_notification(cpu0, cpu1, fake.total - base_sends),
                 "per_second": [s["sends"] for s in active[idx[0]: idx[-1] + 1]] if idx else [],
             }
+            if args.quota:
+                # The projects' pace: every app's quota, spread over the apps' projects.
+                rate = args.quota / 60 * len(apps)
+                quota_s = args.backlog * args.fanout / rate
+                result["quota_per_minute_per_project"] = args.quota
+                result["quota_seconds"] = round(quota_s, 2)
+                result["busiest_second"] = max(result["per_second"], default=0)
+                # drain_seconds counts the fake's whole seconds with sends (±1 s).
+                result["drain_vs_quota"] = f"{drain_s / quota_s - 1:+.1%}"
         else:
             event_rate = args.rate / args.fanout
             log(f"publishing {event_rate:.0f} events/s ({args.rate} notifications/s): "

@@ -57,12 +57,19 @@ struct AdminService: AdminAPI {
         let subscriptions = try await partition.read { $0.existingApp(name)?.index.subscriptionCount ?? 0 }
         let (queued, retrying, pausedUntil) = delivery.status(app: name, now: now)
         let (settings, providers) = board.json(app: name)
+        let pacing = delivery.pacing(app: name).map { project, pace, waiting -> JSONValue in
+            .object([
+                "project": .string(project), "sendsPerSecond": .number(String(format: "%.3f", pace.rate)),
+                "burst": .number(String(pace.burst)), "waiting": .number(String(waiting)), "pacing": .bool(waiting > 0),
+            ])
+        }
         var document: [ExactString: JSONValue] = [
             "app": .string(name), "enabled": .bool(profile.enabled), "partition": .number(String(partition.partition)),
             "settings": settings, "providers": providers, "subscriptions": .number(String(subscriptions)),
             "deliveries": .object([
                 "queued": .number(String(queued)), "retryBacklog": .number(String(retrying)),
                 "pausedUntil": pausedUntil.map(AppStatusBoard.time) ?? .null,
+                "pacing": .array(pacing),
             ]),
         ]
         document["eventHook"] =

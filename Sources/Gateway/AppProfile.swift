@@ -50,6 +50,20 @@ public final class AppProfile: Sendable {
 
     func sender(for kind: SubscriberKind) -> (any PushSender)? { senders[kind] }
 
+    /// The pace of the provider project a notification to `kind` goes through (its send quota), nil when
+    /// unpaced (the console sink, webhooks, a quota of 0).
+    func pace(for kind: SubscriberKind) -> DeliveryQueue.Pace? {
+        guard let sender = senders[kind] else { return nil }
+        switch kind {
+        case .mobile where sender.provider == "fcm":
+            return DeliveryQueue.Pace.quota(key: sender.project, sends: settings.fcm.maxSendsPerMinute, per: 60)
+        case .huawei where sender.provider == "hms":
+            return DeliveryQueue.Pace.quota(key: sender.project, sends: settings.hms?.maxSendsPerSecond ?? 0, per: 1)
+        default:
+            return nil
+        }
+    }
+
     var usesConsole: Bool { senders[.mobile] is ConsoleSink }
 }
 

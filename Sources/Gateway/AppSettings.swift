@@ -9,6 +9,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var enabled = true
     /// Firebase service-account JSON file; empty: notifications go to the console sink.
     public var fcmServiceAccountFile = ""
+    /// How the app's FCM project is paced (``FCMSettings``).
+    public var fcm = FCMSettings()
     /// Default and maximum lifetime of a subscription.
     public var subscriptionTTLSeconds: Int64 = 30 * 24 * 3600
     /// The longest subscription lifetime accepted (ten years).
@@ -48,11 +50,29 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         return settings
     }
 
+    /// The app's FCM project: its send quota, at which the gateway paces it (docs/DELIVERY.md, "Pacing").
+    public struct FCMSettings: Decodable, Sendable, Equatable {
+        /// Sends per minute the project may make (FCM's default quota: 600,000); 0: unpaced. Apps that share a
+        /// project should give it the same value (the one of the app whose notification goes next applies).
+        public var maxSendsPerMinute = 600_000
+
+        public init() {}
+
+        enum CodingKeys: String, CodingKey { case maxSendsPerMinute }
+        public init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            maxSendsPerMinute = try c.decodeIfPresent(Int.self, forKey: .maxSendsPerMinute) ?? maxSendsPerMinute
+        }
+    }
+
     public struct HMSSettings: Decodable, Sendable, Equatable {
         public var appId = ""
         public var clientId = ""
         public var clientSecret = ""
         public var clientSecretFile = ""
+        /// Sends per second the HMS app may make; 0 (the default): unpaced. Huawei publishes no default
+        /// per-app rate (it is set per app on request), so there is nothing to default to: set the app's.
+        public var maxSendsPerSecond = 0
 
         /// The client secret: `clientSecretFile`'s content (surrounding white space trimmed) when it is set,
         /// else `clientSecret`.
@@ -78,7 +98,9 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         try eventHook?.validate(webhook: webhook)
         if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }
         if let audience, audience.isEmpty { throw ConfigurationError("audience must not be empty (omit it to accept any)") }
+        guard fcm.maxSendsPerMinute >= 0 else { throw ConfigurationError("fcm.maxSendsPerMinute must be 0 (unpaced) or positive") }
         if let hms {
+            guard hms.maxSendsPerSecond >= 0 else { throw ConfigurationError("hms.maxSendsPerSecond must be 0 (unpaced) or positive") }
             guard !hms.appId.isEmpty, !hms.clientId.isEmpty, !(hms.clientSecret.isEmpty && hms.clientSecretFile.isEmpty) else {
                 throw ConfigurationError("hms needs appId, clientId and clientSecret (or clientSecretFile)")
             }
@@ -86,7 +108,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case enabled, fcmServiceAccountFile, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
+        case enabled, fcmServiceAccountFile, fcm, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
         case encryption, rules, quotas
         case webhook, eventHook
     }
@@ -96,6 +118,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         self.init()
         enabled = try c.decodeIfPresent(Bool.self, forKey: .enabled) ?? enabled
         fcmServiceAccountFile = try c.decodeIfPresent(String.self, forKey: .fcmServiceAccountFile) ?? fcmServiceAccountFile
+        fcm = try c.decodeIfPresent(FCMSettings.self, forKey: .fcm) ?? fcm
         subscriptionTTLSeconds = try c.decodeIfPresent(Int64.self, forKey: .subscriptionTTLSeconds) ?? subscriptionTTLSeconds
         shadowMaxBytes = try c.decodeIfPresent(Int.self, forKey: .shadowMaxBytes) ?? shadowMaxBytes
         hms = try c.decodeIfPresent(HMSSettings.self, forKey: .hms)
@@ -111,12 +134,13 @@ public struct AppSettings: Decodable, Sendable, Equatable {
 }
 
 extension AppSettings.HMSSettings {
-    enum CodingKeys: String, CodingKey { case appId, clientId, clientSecret, clientSecretFile }
+    enum CodingKeys: String, CodingKey { case appId, clientId, clientSecret, clientSecretFile, maxSendsPerSecond }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         appId = try c.decodeIfPresent(String.self, forKey: .appId) ?? ""
         clientId = try c.decodeIfPresent(String.self, forKey: .clientId) ?? ""
         clientSecret = try c.decodeIfPresent(String.self, forKey: .clientSecret) ?? ""
         clientSecretFile = try c.decodeIfPresent(String.self, forKey: .clientSecretFile) ?? ""
+        maxSendsPerSecond = try c.decodeIfPresent(Int.self, forKey: .maxSendsPerSecond) ?? 0
     }
 }

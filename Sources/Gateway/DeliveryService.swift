@@ -13,7 +13,9 @@ import Synchronization
 ///
 /// - Sending: at most one notification in flight per subscription, at most `maxInFlight` overall, at most
 ///   `webhook.maxInFlightPerHost` per app and webhook destination host (a queue gate: waiting for the host takes
-///   no sending place); payloads are built at send time (v1 ones once per node, when queued).
+///   no sending place), each FCM project / HMS app at its send quota (a queue pace: `fcm.maxSendsPerMinute`,
+///   `hms.maxSendsPerSecond`; waiting for it takes no sending place either); payloads are built at send time (v1
+///   ones once per node, when queued).
 /// - Failures: a recoverable error (or one that is our fault: bad credentials or request, which never revoke
 ///   anyone) keeps the notification at the head of its subscription's line and retries it with backoff
 ///   (``RetryPolicy``: from 1 s, honouring `Retry-After`, at least 60 s after `QUOTA_EXCEEDED`, which pauses
@@ -66,11 +68,17 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         self.maxInFlight = maxInFlight
         self.policy = policy
         self.clock = clock
-        // A webhook waits for its destination host's place in the queue, not in a sending place.
-        self.core = Mutex(Core(queue: DeliveryQueue(gate: { entry in
-            guard entry.subscriber.kind == .webhook else { return nil }
-            return (profiles.profile(entry.app)?.sender(for: .webhook) as? WebhookSender)?.gate(token: entry.subscriber.token)
-        })))
+        // A webhook waits for its destination host's place in the queue, not in a sending place; a notification
+        // through FCM or HMS waits there for its project's send rate.
+        self.core = Mutex(Core(queue: DeliveryQueue(
+            gate: { entry in
+                guard entry.subscriber.kind == .webhook else { return nil }
+                return (profiles.profile(entry.app)?.sender(for: .webhook) as? WebhookSender)?.gate(token: entry.subscriber.token)
+            },
+            pace: { entry in
+                guard entry.subscriber.kind != .webhook else { return nil }
+                return profiles.profile(entry.app)?.pace(for: entry.subscriber.kind)
+            })))
     }
 
     // MARK: DeliveryInput
@@ -146,11 +154,15 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             await wake.runDueLoop(
                 clock: clock,
                 turn: { now in
-                    core.withLock { core -> ([PendingNotification], Bool, Double?) in
+                    let (due, stopping, next, paced, waiting) = core.withLock {
+                        core -> ([PendingNotification], Bool, Double?, [String: Int], [String: Int]) in
                         let free = maxInFlight - core.queue.inFlightCount
                         let due = !core.stopping && free > 0 ? core.queue.due(now: now, limit: free) : []
-                        return (due, core.stopping, core.queue.nextWakeUp)
+                        return (due, core.stopping, core.queue.nextWakeUp, core.queue.takePacedSends(), core.queue.waitingForPace)
                     }
+                    for (project, count) in paced { metrics.sendsPaced(project: project, count: count) }
+                    for (project, count) in waiting { metrics.waitingForPace(project: project, count: count) }
+                    return (due, stopping, next)
                 }, afterTurn: flush, send: { entry in await self.deliver(entry) })
             // Sends in flight have finished: store what changed.
             flush()
@@ -355,6 +367,15 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             }
             let paused = core.queue.pausedUntil(scope: app).flatMap { $0 > now ? $0 : nil }
             return (queued, retrying, paused)
+        }
+    }
+
+    /// The pace of each provider project of `app` (its send rate, the notifications waiting for it), by project.
+    func pacing(app: String) -> [(project: String, pace: DeliveryQueue.Pace, waiting: Int)] {
+        guard let profile = profiles.profile(app) else { return [] }
+        let paces = [SubscriberKind.mobile, .huawei].compactMap { profile.pace(for: $0) }
+        return core.withLock { core in
+            paces.map { pace in (pace.key, core.queue.pace(pace.key) ?? pace, core.queue.waitingCount(pace: pace.key)) }
         }
     }
 

@@ -40,6 +40,7 @@ public final class GatewayMetrics: Sendable {
     /// statistics (every 5 s).
     public let consumerGroupSteady: Gauge
     private let counters = Mutex<[String: Counter]>([:])
+    private let gauges = Mutex<[String: Gauge]>([:])
     let requestDurations = Mutex<[String: DurationHistogram]>([:])
 
     /// `pushgateway_<name>_<unit>`.
@@ -153,6 +154,35 @@ public final class GatewayMetrics: Sendable {
 
     func eventHookDropped(reason: String, count: Int = 1) {
         counter("hookdropped", Self.eventHookDroppedName, [("reason", reason)]).increment(by: Int64(count))
+    }
+
+    /// Notifications handed out after waiting for their provider project's send rate (`project`: `fcm:<project id>`,
+    /// `hms:<app id>`; `provider`: its prefix).
+    func sendsPaced(project: String, count: Int) {
+        counter(
+            "paced", Self.name("sends_paced", unit: "total", help: "Notifications that waited for their provider project's send rate"),
+            Self.projectLabels(project)
+        ).increment(by: Int64(count))
+    }
+
+    /// Notifications waiting now for their provider project's send rate (an upper bound).
+    func waitingForPace(project: String, count: Int) {
+        let labels = Self.projectLabels(project)
+        let key = labels.map { "\($0.0)=\($0.1)" }.joined(separator: "|")
+        let gauge = gauges.withLock { cache in
+            if let gauge = cache[key] { return gauge }
+            let gauge = registry.makeGauge(
+                descriptor: Self.name("notifications_waiting_for_pace", help: "Notifications waiting for their provider project's send rate"),
+                labels: labels)
+            cache[key] = gauge
+            return gauge
+        }
+        gauge.set(Double(count))
+    }
+
+    private static func projectLabels(_ project: String) -> [(String, String)] {
+        let provider = project.split(separator: ":", maxSplits: 1).first.map(String.init) ?? project
+        return [("provider", provider), ("project", project)]
     }
 
     /// The probe's state, recorded when `/metrics` is scraped.

@@ -5,6 +5,7 @@ public struct TokenBucket: Sendable {
     public let burst: Double
     private var tokens: Double
     private var updatedAt: Double?
+    private static let rounding = 1e-9
 
     public init(rate: Double, burst: Int) {
         self.rate = max(rate, 0)
@@ -28,11 +29,21 @@ public struct TokenBucket: Sendable {
         } else {
             updatedAt = now
         }
-        if tokens >= 1 {
+        // Within rounding of one token: at ``nextTokenAt`` the refill may come out a hair under 1.
+        if tokens >= 1 - Self.rounding {
             tokens -= 1
             return .admitted
         }
         guard rate > 0 else { return .refused(retryAfter: .infinity) }
         return .refused(retryAfter: (1 - tokens) / rate)
+    }
+
+    /// When the next ``take(now:)`` is admitted, on the clock of the calls so far (at or before the last call
+    /// when a token is there; `-infinity` before the first call; `infinity` when none ever comes).
+    public var nextTokenAt: Double {
+        guard let updatedAt else { return -.infinity }
+        if tokens >= 1 - Self.rounding { return updatedAt }
+        guard rate > 0 else { return .infinity }
+        return updatedAt + (1 - tokens) / rate
     }
 }

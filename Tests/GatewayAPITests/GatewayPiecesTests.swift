@@ -1,4 +1,5 @@
 import Foundation
+import Providers
 import PushCore
 import XCTest
 import Yams
@@ -17,6 +18,47 @@ final class GatewayPiecesTests: XCTestCase {
         XCTAssertTrue(guardrail.singleDeviceFailureIsCredible(now: 120))
         // Outside the window, the successes no longer count.
         XCTAssertFalse(guardrail.singleDeviceFailureIsCredible(now: 120 + MassFailureGuard.window + 20))
+    }
+
+    /// A sender that only names its provider project (``AppProfile/pace(for:)`` asks nothing else).
+    private struct ProjectSender: PushSender {
+        let provider: String
+        let project: String
+        func send(token: String, payload: [UInt8]) async -> DeliveryOutcome { .sent }
+    }
+
+    func testEachProviderProjectIsPacedAtItsQuotaSetting() throws {
+        let defaults = try YAMLDecoder().decode(AppSettings.self, from: "hms: {appId: \"1\", clientId: \"1\", clientSecret: \"s\"}")
+        XCTAssertEqual(defaults.fcm.maxSendsPerMinute, 600_000, "FCM's default quota")
+        XCTAssertEqual(defaults.hms?.maxSendsPerSecond, 0, "no public HMS default: unpaced")
+        let settings = try YAMLDecoder().decode(
+            AppSettings.self,
+            from: """
+                fcm: {maxSendsPerMinute: 1200}
+                hms: {appId: "1", clientId: "1", clientSecret: "s", maxSendsPerSecond: 50}
+                """)
+        let senders: [SubscriberKind: any PushSender] = [
+            .mobile: ProjectSender(provider: "fcm", project: "fcm:p"), .huawei: ProjectSender(provider: "hms", project: "hms:1"),
+            .webhook: ProjectSender(provider: "webhook", project: "webhook:toto"),
+        ]
+        func profile(_ settings: AppSettings, _ senders: [SubscriberKind: any PushSender]) -> AppProfile {
+            AppProfile(
+                name: "toto", settings: settings, verifier: nil, rules: .allowAll, rulesFingerprint: "", encryption: nil,
+                senders: senders, fcmAccountFingerprint: nil)
+        }
+        let paced = profile(settings, senders)
+        XCTAssertEqual(paced.pace(for: .mobile), DeliveryQueue.Pace.quota(key: "fcm:p", sends: 1200, per: 60))
+        XCTAssertEqual(paced.pace(for: .huawei), DeliveryQueue.Pace.quota(key: "hms:1", sends: 50, per: 1))
+        XCTAssertNil(paced.pace(for: .webhook), "webhooks have their own limits")
+        XCTAssertNil(profile(defaults, senders).pace(for: .huawei))
+        XCTAssertNil(profile(settings, [.mobile: ConsoleSink(app: "toto")]).pace(for: .mobile), "the console sink is not paced")
+        // Negative values are refused, the field named.
+        var bad = settings
+        bad.fcm.maxSendsPerMinute = -1
+        XCTAssertThrowsError(try bad.validate()) { XCTAssertTrue("\($0)".contains("fcm.maxSendsPerMinute"), "\($0)") }
+        bad = settings
+        bad.hms?.maxSendsPerSecond = -1
+        XCTAssertThrowsError(try bad.validate()) { XCTAssertTrue("\($0)".contains("hms.maxSendsPerSecond"), "\($0)") }
     }
 
     func testAppSettingsFileDecoding() throws {

@@ -48,7 +48,8 @@ GET  /_fake/requests
     {"sends": [{"time", "path", "project", "headers" {lowercase: value}, "body" (text), "json" (parsed or
     null), "http_version" ("1.1"/"2"), "client_port", "token", "status", "validate_only"} ...],
      "send_count": N, "token_requests": [{"time", "http_version", "status", "client_email"}],
-     "issued_tokens": N, "connections": number of distinct client ports seen by sends}
+     "issued_tokens": N, "connections": number of distinct client ports seen by sends,
+     "rate_limited": sends refused by the injected rate limit}
     (At most 100 000 sends are kept; send_count counts all.)
 POST /_fake/reset
     Forgets recorded requests, injections, delay and issued access tokens (registered accounts stay).
@@ -65,6 +66,10 @@ POST /_fake/inject
         queue a raw response (e.g. an error code this fake does not know).
     {"delay_ms": D}          delay every messages:send response by D ms (0 turns it off).
     {"project_delay_ms": {"P": D}}  delay the responses of project P only (a slow provider project).
+    {"rate_limit": {"count": N, "window_s": W}}  each project's send quota: a send that would make more than N
+        sends of its project (answered or not) within the last W seconds (a sliding window, like FCM's, which are
+        not aligned to the clock) is answered 429 QUOTA_EXCEEDED (Retry-After 60) and counted in
+        "rate_limited"; {"rate_limit": null} turns it off.
     {"token_expires_in": S}  expires_in of access tokens issued from now on.
     {"revoke_access_tokens": true}  forget every issued access token (the next send gets a real 401).
     {"token_endpoint_error": {"http_status": 400, "error": "invalid_grant", "count": 1}}
@@ -197,6 +202,9 @@ class FakeFCMState:
             self.project_delays_ms: dict[str, int] = {}
             self.token_expires_in = self.default_token_expires_in
             self.message_ids = itertools.count(1)
+            self.rate_limit: tuple[int, float] | None = None
+            self.recent_sends: dict[str, collections.deque] = {}  # project -> arrival times in the window
+            self.rate_limited = 0
 
     # --- configuration -------------------------------------------------------------------------
 
@@ -211,9 +219,18 @@ class FakeFCMState:
                http_status: int | None = None, body: Any = None, headers: dict | None = None,
                delay_ms: int | None = None, token_expires_in: int | None = None,
                revoke_access_tokens: bool = False, token_endpoint_error: dict | None = None,
-               project_delay_ms: dict | None = None) -> None:
+               project_delay_ms: dict | None = None, rate_limit: Any = ...) -> None:
         """See the module docstring (POST /_fake/inject); keyword arguments are the JSON fields."""
         with self._lock:
+            if rate_limit is not ...:
+                if rate_limit is None:
+                    self.rate_limit = None
+                else:
+                    count, window = int(rate_limit["count"]), float(rate_limit["window_s"])
+                    if count < 1 or window <= 0:
+                        raise ValueError("rate_limit needs count >= 1 and window_s > 0")
+                    self.rate_limit = (count, window)
+                self.recent_sends.clear()
             if delay_ms is not None:
                 self.delay_ms = max(0, int(delay_ms))
             if project_delay_ms is not None:
@@ -248,7 +265,23 @@ class FakeFCMState:
                 "token_requests": list(self.token_requests),
                 "issued_tokens": sum(1 for r in self.token_requests if r["status"] == 200),
                 "connections": len(self.client_ports),
+                "rate_limited": self.rate_limited,
             }
+
+    def over_rate_limit(self, project: str, now: float) -> bool:
+        """Counts a send of `project` arriving at `now`; true when it makes more than the limit within the window."""
+        with self._lock:
+            if self.rate_limit is None:
+                return False
+            count, window = self.rate_limit
+            recent = self.recent_sends.setdefault(project, collections.deque())
+            while recent and recent[0] <= now - window:
+                recent.popleft()
+            recent.append(now)
+            if len(recent) > count:
+                self.rate_limited += 1
+                return True
+            return False
 
     # --- request handling (called on the server's loop) ----------------------------------------
 
@@ -419,6 +452,8 @@ class FakeFCMApp:
             email = self.state.check_access_token(authorization[len("Bearer "):])
         if email is None:
             return 401, rpc_error(401, "UNAUTHENTICATED", UNAUTHENTICATED_MESSAGE), {"www-authenticate": 'Bearer realm="https://accounts.google.com/"'}
+        if self.state.over_rate_limit(project, record["time"]):
+            return fcm_error_response("QUOTA_EXCEEDED")
         with self.state._lock:
             account_project = self.state.accounts.get(email, {}).get("project_id")
         if account_project is not None and account_project != project:

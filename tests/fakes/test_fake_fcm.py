@@ -237,6 +237,30 @@ def test_register_service_account_over_http(client, server):
     assert client.token(client.assertion(account))[0] == 200
 
 
+def test_rate_limit_answers_quota_exceeded_above_the_rate(client, server, access_token):
+    # A window longer than the test: the first 3 sends pass, the next ones are over the quota.
+    assert client.request("POST", "/_fake/inject", {"rate_limit": {"count": 3, "window_s": 600}})[0] == 200
+    statuses = [client.send(access_token, {"token": f"t{n}"})[0] for n in range(5)]
+    assert statuses == [200, 200, 200, 429, 429]
+    status, headers, payload = client.send(access_token, {"token": "t5"})
+    assert (status, headers["retry-after"]) == (429, "60")
+    assert payload["error"]["status"] == "RESOURCE_EXHAUSTED"
+    assert payload["error"]["details"][0]["errorCode"] == "QUOTA_EXCEEDED"
+    assert server.state.snapshot()["rate_limited"] == 3
+    # Turned off: every send passes again.
+    assert client.request("POST", "/_fake/inject", {"rate_limit": None})[0] == 200
+    assert client.send(access_token, {"token": "t6"})[0] == 200
+    assert client.request("POST", "/_fake/inject", {"rate_limit": {"count": 0, "window_s": 1}})[0] == 400
+
+
+def test_rate_limit_window_slides(server):
+    server.state.inject(rate_limit={"count": 2, "window_s": 1.0})
+    # Refused sends count too (like a quota of requests): the one at 11.45 still sees 10.5 and 10.9.
+    times = (10.0, 10.5, 10.9, 11.45, 12.5)
+    assert [server.state.over_rate_limit("p", t) for t in times] == [False, False, True, True, False]
+    assert server.state.over_rate_limit("other", 11.5) is False, "per project"
+
+
 def test_delay(client, server, access_token):
     server.state.inject(delay_ms=300)
     started = time.monotonic()

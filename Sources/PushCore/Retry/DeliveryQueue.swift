@@ -26,6 +26,11 @@
 ///   place in the order) without taking anything from `due`'s `limit`, and the lines of other gates are
 ///   handed out; each resolved head of the gate puts the earliest parked lines back (as many as there are
 ///   free places), so a gate's lines go out in their order as it frees places.
+/// - Paces (``Pace``, given by the `pace` function at init, e.g. one provider project's send quota): a token
+///   bucket per pace; a due head of a pace without a token (or behind lines already waiting for it) is set aside
+///   in its place in the order; at each `due`, the earliest set-aside lines take the tokens that came meanwhile
+///   and are handed out. ``nextWakeUp`` includes the time of a waiting pace's next token. Lines of other paces
+///   (and lines without one) are not held up.
 ///
 /// Cost: O(log n) per operation (a min-heap of wake-up times with lazy invalidation, compacted when stale items
 /// pile up); a subscription's own line is an array, short because of coalescing.
@@ -62,6 +67,8 @@ public final class DeliveryQueue {
         var ticket: UInt64 = 0
         /// The gate the in-flight head took a place of.
         var gate: String?
+        /// The head took a token of its pace (it waited for one): it is not paced again before it is handed out.
+        var paced = false
 
         /// The subscription is backing off: its head has failed at least once.
         var isBackingOff: Bool { (entries.first?.attempt ?? 0) > 0 }
@@ -78,6 +85,54 @@ public final class DeliveryQueue {
         }
     }
 
+    /// A send rate shared by lines (``DeliveryQueue``'s documentation): `rate` heads handed out per second,
+    /// up to `burst` at once after an idle time; `key` names it.
+    public struct Pace: Sendable, Equatable {
+        /// Names the pace (the provider project: `fcm:<project id>`, `hms:<app id>`).
+        public var key: String
+        /// Heads handed out per second, once the burst is spent.
+        public var rate: Double
+        /// Heads that may be handed out at once after an idle time (the bucket's size).
+        public var burst: Int
+
+        public init(key: String, rate: Double, burst: Int) {
+            self.key = key
+            self.rate = max(rate, 0)
+            self.burst = max(1, burst)
+        }
+
+        /// The pace that keeps every window of `window` seconds at or under `sends` (a provider's quota, whose
+        /// windows are not aligned to ours): a burst of at most 100 ms of sends (and 2 % of the quota), the
+        /// rate lowered by that burst (`(sends - burst) / window`). Nil for `sends <= 0` (unpaced).
+        public static func quota(key: String, sends: Int, per window: Double) -> Pace? {
+            guard sends > 0, window > 0 else { return nil }
+            let quota = Double(sends)
+            let burst = max(1, min(quota / window * 0.1, quota * 0.02).rounded(.down))
+            return Pace(key: key, rate: max(quota - burst, 1) / window, burst: Int(burst))
+        }
+    }
+
+    /// A pace's token bucket and the heap items of its due lines set aside until tokens come.
+    private struct PaceState {
+        var pace: Pace
+        var bucket: TokenBucket
+        var parked = WakeUpHeap()
+        /// Heads handed out after waiting for a token, since the last ``takePacedSends()``.
+        var pacedSends = 0
+
+        init(_ pace: Pace) {
+            self.pace = pace
+            self.bucket = TokenBucket(rate: pace.rate, burst: pace.burst)
+        }
+
+        /// Takes the pace as last given (a changed setting starts a new, full bucket).
+        mutating func update(_ given: Pace) {
+            guard given != pace else { return }
+            pace = given
+            bucket = TokenBucket(rate: given.rate, burst: given.burst)
+        }
+    }
+
     /// A gate's heads in flight, its limit as last seen, and the heap items of its due lines set aside.
     private struct GateState {
         var inFlight = 0
@@ -89,6 +144,8 @@ public final class DeliveryQueue {
     private var heap = WakeUpHeap()
     private let gateOf: (PendingNotification) -> Gate?
     private var gates: [String: GateState] = [:]
+    private let paceOf: (PendingNotification) -> Pace?
+    private var paces: [String: PaceState] = [:]
     private var pauses: [ExactString: Double] = [:]
     private var nextTicket: UInt64 = 0
     private var released: [UInt64] = []
@@ -98,11 +155,35 @@ public final class DeliveryQueue {
     /// Notifications handed out by `due` and not resolved yet.
     public private(set) var inFlightCount = 0
 
-    /// - Parameter gate: the gate of a head about to be handed out, nil for none (asked at each hand-out, so a
-    ///   changed limit applies to the next one).
-    public init(gate: @escaping (PendingNotification) -> Gate? = { _ in nil }) {
+    /// - Parameters:
+    ///   - gate: the gate of a head about to be handed out, nil for none (asked at each hand-out, so a changed
+    ///     limit applies to the next one).
+    ///   - pace: the pace of a head about to be handed out, nil for none (asked likewise).
+    public init(
+        gate: @escaping (PendingNotification) -> Gate? = { _ in nil }, pace: @escaping (PendingNotification) -> Pace? = { _ in nil }
+    ) {
         self.gateOf = gate
+        self.paceOf = pace
     }
+
+    /// Lines set aside until `pace` has a token (stale items included: an upper bound).
+    public func waitingCount(pace: String) -> Int { paces[pace]?.parked.count ?? 0 }
+
+    /// The pace named `key` as last given, if a head of it was ever due.
+    public func pace(_ key: String) -> Pace? { paces[key]?.pace }
+
+    /// Per pace: the heads handed out after waiting for a token, since the last call.
+    public func takePacedSends() -> [String: Int] {
+        var result: [String: Int] = [:]
+        for (key, state) in paces where state.pacedSends > 0 {
+            result[key] = state.pacedSends
+            paces[key]?.pacedSends = 0
+        }
+        return result
+    }
+
+    /// Lines waiting for a token, per pace (stale items included).
+    public var waitingForPace: [String: Int] { paces.mapValues(\.parked.count) }
 
     /// Heads in flight through `gate`.
     public func inFlight(gate: String) -> Int { gates[gate]?.inFlight ?? 0 }
@@ -207,6 +288,7 @@ public final class DeliveryQueue {
     /// flight), earliest first, at most `limit`. Each is marked in flight until `completed` or `failed`.
     public func due(now: Double, limit: Int = .max) -> [PendingNotification] {
         var result: [PendingNotification] = []
+        releasePaced(now: now, limit: limit)
         while result.count < limit, let top = heap.peek, top.time <= now {
             heap.pop()
             guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
@@ -214,6 +296,17 @@ public final class DeliveryQueue {
             if let until = pauses[ExactString(head.scope)], until > now {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
+            }
+            if !line.paced, let pace = paceOf(head) {
+                var state = paces.removeValue(forKey: pace.key) ?? PaceState(pace)
+                state.update(pace)
+                // Behind the lines already waiting for a token, in order; else it needs a token now.
+                if state.parked.count > 0 || state.bucket.take(now: now) != .admitted {
+                    state.parked.push(top)
+                    paces[pace.key] = state
+                    continue
+                }
+                paces[pace.key] = state
             }
             if let gate = gateOf(head) {
                 var state = gates.removeValue(forKey: gate.key) ?? GateState()
@@ -228,6 +321,7 @@ public final class DeliveryQueue {
                 line.gate = gate.key
             }
             line.inFlight = true
+            line.paced = false
             lines[top.key] = line
             inFlightCount += 1
             result.append(head)
@@ -354,9 +448,16 @@ public final class DeliveryQueue {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
-            return top.time
+            return min(top.time, nextPaceToken ?? .infinity)
         }
-        return nil
+        return nextPaceToken
+    }
+
+    /// The earliest next token of a pace with lines waiting for one.
+    private var nextPaceToken: Double? {
+        var next: Double?
+        for state in paces.values where state.parked.count > 0 { next = min(next ?? .infinity, state.bucket.nextTokenAt) }
+        return next
     }
 
     // MARK: Removal
@@ -448,6 +549,31 @@ public final class DeliveryQueue {
         if state.inFlight > 0 || state.parked.count > 0 { gates[key] = state }
     }
 
+    /// The earliest lines set aside by each pace take the tokens that came (at most `limit` in all) and are put
+    /// back in the heap, where they are handed out before later lines; stale items are dropped.
+    private func releasePaced(now: Double, limit: Int) {
+        var budget = limit
+        for key in paces.keys where budget > 0 && paces[key]?.parked.count ?? 0 > 0 {
+            guard var state = paces.removeValue(forKey: key) else { continue }
+            while budget > 0, let top = state.parked.peek {
+                guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
+                else {
+                    state.parked.pop()
+                    continue
+                }
+                if let pace = paceOf(head), pace.key == key { state.update(pace) }  // a changed setting applies now
+                guard state.bucket.take(now: now) == .admitted else { break }
+                state.parked.pop()
+                state.pacedSends += 1
+                line.paced = true
+                lines[top.key] = line
+                heap.push(top)
+                budget -= 1
+            }
+            paces[key] = state
+        }
+    }
+
     /// Rebuilds the heap when stale items outnumber live ones (keeps memory and pops bounded).
     private func compactIfNeeded() {
         guard heap.count > 64, heap.count > 4 * lines.count else { return }
@@ -464,6 +590,7 @@ public final class DeliveryQueue {
             gates[key]?.parked = WakeUpHeap()
             if gates[key]?.inFlight == 0 { gates[key] = nil }
         }
+        for key in Array(paces.keys) { paces[key]?.parked = WakeUpHeap() }
     }
 }
 
