@@ -50,6 +50,7 @@ final class AbuseBoundsTests: XCTestCase {
         XCTAssertEqual(index.expiredSubscriptions(now: 200), [])
         XCTAssertEqual(index.root.earliestExpiry, 500)
         XCTAssertEqual(Set(index.expiredSubscriptions(now: 950).map(\.subscriber.token)), ["new", "later"])
+    }
 
     /// The bounds are kept in 32 bits (seconds from the epoch to 2106): expiries outside that range are still found.
     func testExpiryScanFindsExpiriesBeforeTheEpochAndAfter2106() throws {
@@ -67,7 +68,6 @@ final class AbuseBoundsTests: XCTestCase {
         XCTAssertTrue(index.root.children.isEmpty, "emptied nodes are removed up to the root")
         XCTAssertEqual(index.expiredSubscriptions(now: .max), [])
         XCTAssertEqual(index.root.earliestExpiry, .max)
-    }
     }
 
     /// 400 keys deep, as in the review: the scans walk it once, with one path stack (no quadratic copies).
