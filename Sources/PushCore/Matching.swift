@@ -65,7 +65,9 @@ extension AppIndex {
                     applyAt(node, event: event, notify: notify, now: now, into: &output)
                 }
                 node.children.forEach { key, child in
-                    applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
+                    if child.subtreeCount > 0 {
+                        applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
+                    }
                 }
                 return output
             }
@@ -170,7 +172,9 @@ extension AppIndex {
             }
         }
         node.children.forEach { key, child in
-            applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
+            if child.subtreeCount > 0 {
+                applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
+            }
         }
     }
 
