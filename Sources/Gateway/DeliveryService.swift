@@ -158,7 +158,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                         core -> ([PendingNotification], Bool, Double?, [String: Int], [String: Int]) in
                         let free = maxInFlight - core.queue.inFlightCount
                         let due = !core.stopping && free > 0 ? core.queue.due(now: now, limit: free) : []
-                        return (due, core.stopping, core.queue.nextWakeUp, core.queue.takePacedSends(), core.queue.waitingForPace)
+                        return (due, core.stopping, core.queue.nextWakeUp, core.queue.takePacedSends(), core.queue.takeWaitingForPaceChanges())
                     }
                     for (project, count) in paced { metrics.sendsPaced(project: project, count: count) }
                     for (project, count) in waiting { metrics.waitingForPace(project: project, count: count) }

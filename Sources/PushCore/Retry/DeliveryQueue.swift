@@ -119,6 +119,8 @@ public final class DeliveryQueue {
         var parked = WakeUpHeap()
         /// Heads handed out after waiting for a token, since the last ``takePacedSends()``.
         var pacedSends = 0
+        /// `parked.count` as last returned by ``takeWaitingForPaceChanges()``.
+        var reportedWaiting = 0
 
         init(_ pace: Pace) {
             self.pace = pace
@@ -182,8 +184,16 @@ public final class DeliveryQueue {
         return result
     }
 
-    /// Lines waiting for a token, per pace (stale items included).
-    public var waitingForPace: [String: Int] { paces.mapValues(\.parked.count) }
+    /// Lines waiting for a token, per pace whose count changed since the last call (stale items included): what
+    /// a gauge needs, without a new dictionary on every turn of the send loop while nothing changes.
+    public func takeWaitingForPaceChanges() -> [String: Int] {
+        var changed: [String: Int] = [:]
+        for (key, state) in paces where state.parked.count != state.reportedWaiting {
+            changed[key] = state.parked.count
+            paces[key]?.reportedWaiting = state.parked.count
+        }
+        return changed
+    }
 
     /// Heads in flight through `gate`.
     public func inFlight(gate: String) -> Int { gates[gate]?.inFlight ?? 0 }
