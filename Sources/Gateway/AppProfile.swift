@@ -28,12 +28,15 @@ public final class AppProfile: Sendable {
     let hmsFingerprint: String?
     /// Where the app's event hook is sent (``EventHookService``); nil without `eventHook` settings.
     let eventHook: EventHookTarget?
+    /// Requests in flight per provider project (`fcm.maxInFlightPerProject`): a queue admission (``admissions(for:)``).
+    let maxInFlightPerProject: Int
 
     init(
         name: String, settings: AppSettings, verifier: JWTVerifier?, rules: ReadRules, rulesFingerprint: String,
         encryption: AppEncryptionKeys?, senders: [SubscriberKind: any PushSender], fcmAccountFingerprint: String?,
-        hmsFingerprint: String? = nil, eventHook: EventHookTarget? = nil
+        hmsFingerprint: String? = nil, eventHook: EventHookTarget? = nil, maxInFlightPerProject: Int = 200
     ) {
+        self.maxInFlightPerProject = max(1, maxInFlightPerProject)
         self.hmsFingerprint = hmsFingerprint
         self.eventHook = eventHook
         self.name = name
@@ -53,14 +56,39 @@ public final class AppProfile: Sendable {
     /// The pace of the provider project a notification to `kind` goes through (its send quota), nil when
     /// unpaced (the console sink, webhooks, a quota of 0).
     func pace(for kind: SubscriberKind) -> DeliveryQueue.Pace? {
-        guard let sender = senders[kind] else { return nil }
+        guard let sender = providerSender(for: kind) else { return nil }
         switch kind {
-        case .mobile where sender.provider == "fcm":
+        case .mobile:
             return DeliveryQueue.Pace.quota(key: sender.project, sends: settings.fcm.maxSendsPerMinute, per: 60)
-        case .huawei where sender.provider == "hms":
+        case .huawei:
             return DeliveryQueue.Pace.quota(key: sender.project, sends: settings.hms?.maxSendsPerSecond ?? 0, per: 1)
         default:
             return nil
+        }
+    }
+
+    /// What a notification to `subscriber` needs before the delivery queue hands it out
+    /// (``DeliveryQueue/Admission``), all together: through FCM or HMS, its provider project's send rate (when
+    /// paced) and a place of the project's `maxInFlightPerProject` requests in flight; a webhook, a place of its
+    /// destination host's `maxInFlightPerHost` (``WebhookSender/gate(token:)``); nothing otherwise (the console
+    /// sink).
+    func admissions(for subscriber: SubscriberKey) -> [DeliveryQueue.Admission] {
+        if subscriber.kind == .webhook {
+            guard let webhook = senders[.webhook] as? WebhookSender else { return [] }
+            return [.concurrency(webhook.gate(token: subscriber.token))]
+        }
+        guard let sender = providerSender(for: subscriber.kind) else { return [] }
+        let inFlight = DeliveryQueue.Admission.concurrency(DeliveryQueue.Gate(key: sender.project, limit: maxInFlightPerProject))
+        guard let pace = pace(for: subscriber.kind) else { return [inFlight] }
+        return [.rate(pace), inFlight]
+    }
+
+    /// The sender of `kind` when it is a provider's (FCM for `.mobile`, HMS for `.huawei`), not the console sink.
+    private func providerSender(for kind: SubscriberKind) -> (any PushSender)? {
+        guard let sender = senders[kind] else { return nil }
+        switch kind {
+        case .mobile where sender.provider == "fcm", .huawei where sender.provider == "hms": return sender
+        default: return nil
         }
     }
 

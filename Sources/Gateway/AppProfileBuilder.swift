@@ -17,7 +17,7 @@ public struct AppProfileBuilder: Sendable {
     let httpClient: HTTPClient?
     let fcm: FCMConfiguration
     let hms: HMSConfiguration
-    /// Requests in flight per provider project (``LimitedSender``).
+    /// Requests in flight per provider project (a delivery queue admission: ``AppProfile/admissions(for:)``).
     let maxInFlightPerProject: Int
     /// ``GatewayConfiguration/allowInsecureEndpoints``: a service account's `http://` `token_uri` is refused without it.
     let allowInsecureEndpoints: Bool
@@ -101,7 +101,7 @@ public struct AppProfileBuilder: Sendable {
                             account.tokenURI, name: "the service account's token_uri", allowInsecure: allowInsecureEndpoints)
                     }
                     let client = try FCMClient(serviceAccount: account, httpClient: httpClient, configuration: fcm, logger: logger)
-                    senders[.mobile] = LimitedSender(FCMSender(client: client), maxInFlight: maxInFlightPerProject)
+                    senders[.mobile] = FCMSender(client: client)
                 } catch {
                     throw ConfigurationError("fcmServiceAccountFile \(settings.fcmServiceAccountFile): \(error)")
                 }
@@ -116,11 +116,8 @@ public struct AppProfileBuilder: Sendable {
                 senders[.huawei] = sender
             } else {
                 do {
-                    senders[.huawei] = LimitedSender(
-                        HMSSender(
-                            client: try HMSClient(
-                                credentials: credentials, httpClient: httpClient, configuration: self.hms, logger: logger)),
-                        maxInFlight: maxInFlightPerProject)
+                    senders[.huawei] = HMSSender(
+                        client: try HMSClient(credentials: credentials, httpClient: httpClient, configuration: self.hms, logger: logger))
                 } catch {
                     throw ConfigurationError("hms: \(error)")
                 }
@@ -144,7 +141,8 @@ public struct AppProfileBuilder: Sendable {
         return AppProfile(
             name: name, settings: settings, verifier: verifier, rules: rules,
             rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
-            fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint, eventHook: eventHook)
+            fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint, eventHook: eventHook,
+            maxInFlightPerProject: maxInFlightPerProject)
     }
 
     /// The app's webhook client (its `webhook:` settings, secrets checked), shared by its webhook subscriptions and

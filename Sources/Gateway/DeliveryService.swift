@@ -11,11 +11,12 @@ import Synchronization
 /// through one ``DeliveryQueue``, so each subscription's messages leave in the order they were decided, its
 /// retries keep their place, and its revoke is its last message.
 ///
-/// - Sending: at most one notification in flight per subscription, at most `maxInFlight` overall, at most
-///   `webhook.maxInFlightPerHost` per app and webhook destination host (a queue gate: waiting for the host takes
-///   no sending place), each FCM project / HMS app at its send quota (a queue pace: `fcm.maxSendsPerMinute`,
-///   `hms.maxSendsPerSecond`; waiting for it takes no sending place either); payloads are built at send time (v1
-///   ones once per node, when queued).
+/// - Sending: at most one notification in flight per subscription, at most `maxInFlight` overall; the queue's
+///   admissions (``AppProfile/admissions(for:)``) add at most `webhook.maxInFlightPerHost` per app and webhook
+///   destination host, at most `fcm.maxInFlightPerProject` requests in flight per FCM project / HMS app, and each
+///   such project at its send quota (`fcm.maxSendsPerMinute`, `hms.maxSendsPerSecond`), granted all together;
+///   a notification waiting for them takes no sending place. Payloads are built at send time (v1 ones once per
+///   node, when queued).
 /// - Failures: a recoverable error (or one that is our fault: bad credentials or request, which never revoke
 ///   anyone) keeps the notification at the head of its subscription's line and retries it with backoff
 ///   (``RetryPolicy``: from 1 s, honouring `Retry-After`, at least 60 s after `QUOTA_EXCEEDED`, which pauses
@@ -33,8 +34,8 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         var queue: DeliveryQueue
         /// Lines that have a `retry` record in the state topic (an empty line then needs a tombstone).
         var stored: Set<RetryKey> = []
-        /// Lines whose record must be (re)written.
-        var dirty: Set<RetryKey> = []
+        /// Lines whose record must be (re)written, now or after the backoff of a failed write.
+        var writes = RetryLineWrites()
         /// Holds taken from lines whose write failed: released by the next successful write of the line.
         var unreleased: [RetryKey: [UInt64]] = [:]
         var stopping = false
@@ -69,16 +70,10 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         self.policy = policy
         self.clock = clock
         // A webhook waits for its destination host's place in the queue, not in a sending place; a notification
-        // through FCM or HMS waits there for its project's send rate.
-        self.core = Mutex(Core(queue: DeliveryQueue(
-            gate: { entry in
-                guard entry.subscriber.kind == .webhook else { return nil }
-                return (profiles.profile(entry.app)?.sender(for: .webhook) as? WebhookSender)?.gate(token: entry.subscriber.token)
-            },
-            pace: { entry in
-                guard entry.subscriber.kind != .webhook else { return nil }
-                return profiles.profile(entry.app)?.pace(for: entry.subscriber.kind)
-            })))
+        // through FCM or HMS waits there for its project's send rate and a place of its requests in flight.
+        self.core = Mutex(Core(queue: DeliveryQueue(admissions: { entry in
+            profiles.profile(entry.app)?.admissions(for: entry.subscriber) ?? []
+        })))
     }
 
     // MARK: DeliveryInput
@@ -93,7 +88,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                     || (core.queue.pausedUntil(scope: notification.scope) ?? 0) > now
                 core.queue.enqueue(notification)
                 // Behind a backing-off (or paused) line: stored with it, so that the event need not wait.
-                if stored { core.dirty.insert(key) }
+                if stored { core.writes.markChanged(key) }
             }
             return core.queue.takeReleasedHolds()
         }
@@ -134,16 +129,17 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             core.queue.removeAll(where: inPartitions)
             _ = core.queue.takeReleasedHolds()
             core.stored = core.stored.filter { !inPartitions($0) }
-            core.dirty = core.dirty.filter { !inPartitions($0) }
+            core.writes.removeAll(where: inPartitions)
             core.unreleased = core.unreleased.filter { !inPartitions($0.key) }
         }
         updateGauges()
     }
 
     /// A record of an earlier owner rewrote `key`'s pending-retry line in the state topic: it is written again as
-    /// this replica has it (its entries, or a tombstone when it has none).
+    /// this replica has it (its entries, or a tombstone when it has none); after a failed write of it, at the end
+    /// of its backoff (``RetryLineWrites``).
     func rewrite(line key: RetryKey) {
-        _ = core.withLock { $0.dirty.insert(key) }
+        core.withLock { $0.writes.markChanged(key) }
         wake.signal()
     }
 
@@ -158,14 +154,16 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                         core -> ([PendingNotification], Bool, Double?, [String: Int], [String: Int]) in
                         let free = maxInFlight - core.queue.inFlightCount
                         let due = !core.stopping && free > 0 ? core.queue.due(now: now, limit: free) : []
-                        return (due, core.stopping, core.queue.nextWakeUp, core.queue.takePacedSends(), core.queue.takeWaitingForPaceChanges())
+                        // Also woken at the end of a failed line write's backoff.
+                        let next = [core.queue.nextWakeUp, core.writes.nextWakeUp].compactMap { $0 }.min()
+                        return (due, core.stopping, next, core.queue.takePacedSends(), core.queue.takeWaitingForPaceChanges())
                     }
                     for (project, count) in paced { metrics.sendsPaced(project: project, count: count) }
                     for (project, count) in waiting { metrics.waitingForPace(project: project, count: count) }
                     return (due, stopping, next)
-                }, afterTurn: flush, send: { entry in await self.deliver(entry) })
-            // Sends in flight have finished: store what changed.
-            flush()
+                }, afterTurn: { flush(now: clock()) }, send: { entry in await self.deliver(entry) })
+            // Sends in flight have finished: store what changed (backoffs cut short: a last attempt).
+            flush(now: .infinity)
         } onGracefulShutdown: {
             self.core.withLock { $0.stopping = true }
             self.wake.signal()
@@ -252,7 +250,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
     private func completed(_ key: RetryKey) {
         let (done, released, queued, inFlight) = core.withLock { core -> (PendingNotification?, [UInt64], Int, Int) in
             let done = core.queue.completed(key)
-            if core.stored.contains(key) { core.dirty.insert(key) }
+            if core.stored.contains(key) { core.writes.markChanged(key) }
             return (done, core.queue.takeReleasedHolds(), core.queue.count, core.queue.inFlightCount)
         }
         tickets.release(released + (done?.holds ?? []))
@@ -275,9 +273,9 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                 key, now: now, retryAfter: failure.retryAfter, quotaExceeded: false, policy: policy, random: &random)
             if failure.projectQuota, case .scheduled(let at) = outcome { core.queue.pause(scope: entry.scope, until: at) }
             if case .scheduled = outcome {
-                core.dirty.insert(key)
+                core.writes.markChanged(key)
             } else if core.stored.contains(key) {
-                core.dirty.insert(key)
+                core.writes.markChanged(key)
             }
             return (outcome, core.queue.takeReleasedHolds())
         }
@@ -304,7 +302,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         let dropped = core.withLock { core -> [PendingNotification] in
             var dropped = core.queue.completed(key).map { [$0] } ?? []
             dropped += core.queue.removeAll(forSubscription: key)
-            if core.stored.contains(key) { core.dirty.insert(key) }
+            if core.stored.contains(key) { core.writes.markChanged(key) }
             return dropped
         }
         tickets.release(dropped.flatMap(\.holds))
@@ -319,12 +317,12 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     // MARK: Storing lines
 
-    /// Writes the record of every line that changed: its current entries, or a tombstone once it is empty.
-    private func flush() {
+    /// Writes the record of every line that changed (and whose failed write's backoff is over at `now`): its
+    /// current entries, or a tombstone once it is empty. A failed write is written again after a backoff (0.5 s
+    /// doubling to 30 s, jittered, one chain per line: ``RetryLineWrites``), not at the next turn.
+    private func flush(now: Double) {
         let batch = core.withLock { core -> [(RetryKey, [PendingNotification], [UInt64])] in
-            guard !core.dirty.isEmpty else { return [] }
-            defer { core.dirty = [] }
-            return core.dirty.map { key in
+            core.writes.takeReady(now: now).map { key in
                 let holds = core.queue.takeHolds(forSubscription: key) + (core.unreleased.removeValue(forKey: key) ?? [])
                 return (key, core.queue.pending(for: key), holds)
             }
@@ -339,14 +337,19 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                     if stored {
                         core.withLock { core in
                             if entries.isEmpty { core.stored.remove(key) } else { core.stored.insert(key) }
+                            core.writes.stored(key)
                         }
                         tickets.release(holds)
                     } else {
-                        core.withLock { core in
+                        let failedAt = clock()
+                        let retryAt = core.withLock { core -> Double in
                             core.unreleased[key, default: []] += holds
-                            core.dirty.insert(key)
+                            var random = SystemRandomNumberGenerator()
+                            return core.writes.failed(key, now: failedAt, random: &random)
                         }
-                        logger.error("pending retries not stored yet; retrying", metadata: [LoggingKeys.app: "\(key.app)"])
+                        logger.error(
+                            "pending retries not stored yet; retrying",
+                            metadata: [LoggingKeys.app: "\(key.app)", LoggingKeys.retrySeconds: "\(max(0, retryAt - failedAt))"])
                         wake.signal()
                     }
                 }

@@ -2,15 +2,15 @@ import XCTest
 
 @testable import PushCore
 
-/// ``DeliveryQueue/Gate``: a saturated gate's lines are set aside without taking `due`'s places, the others go
+/// ``DeliveryQueue/Admission/concurrency(_:)`` (a gate): a saturated gate's lines are set aside without taking `due`'s places, the others go
 /// out, and the gate's lines come back in their order as it frees places.
 extension DeliveryQueueTests {
     /// Gate by the token's prefix before `-` (`slow-1` → `slow`), `limit` places; tokens without `-` have none.
     func gatedQueue(limit: Int) -> DeliveryQueue {
-        DeliveryQueue(gate: { entry in
+        DeliveryQueue(admissions: { entry in
             let token = entry.subscriber.token
-            guard let dash = token.firstIndex(of: "-") else { return nil }
-            return DeliveryQueue.Gate(key: String(token[..<dash]), limit: limit)
+            guard let dash = token.firstIndex(of: "-") else { return [] }
+            return [.concurrency(DeliveryQueue.Gate(key: String(token[..<dash]), limit: limit))]
         })
     }
 

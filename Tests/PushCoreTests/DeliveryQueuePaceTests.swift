@@ -2,17 +2,17 @@ import XCTest
 
 @testable import PushCore
 
-/// ``DeliveryQueue/Pace``: a provider project's send rate. Its due lines wait for tokens in their order, without
+/// ``DeliveryQueue/Admission/rate(_:)`` (a pace): a provider project's send rate. Its due lines wait for tokens in their order, without
 /// holding up other lines; the queue wakes its sender at the next token. (The clock is passed in: no timing.)
 extension DeliveryQueueTests {
     /// Pace by the token's prefix before `-` (`p-1` → `p`), `rate` per second with `burst`; tokens without `-`
     /// are unpaced. `rates` overrides the rate of some paces.
     func pacedQueue(rate: Double, burst: Int, rates: [String: Double] = [:]) -> DeliveryQueue {
-        DeliveryQueue(pace: { entry in
+        DeliveryQueue(admissions: { entry in
             let token = entry.subscriber.token
-            guard let dash = token.firstIndex(of: "-") else { return nil }
+            guard let dash = token.firstIndex(of: "-") else { return [] }
             let key = String(token[..<dash])
-            return DeliveryQueue.Pace(key: key, rate: rates[key] ?? rate, burst: burst)
+            return [.rate(DeliveryQueue.Pace(key: key, rate: rates[key] ?? rate, burst: burst))]
         })
     }
 
@@ -92,7 +92,7 @@ extension DeliveryQueueTests {
 
     func testARemovedWaitingLineGivesItsTurnToTheNextAndAChangedRateApplies() {
         var rate = 1.0
-        let queue = DeliveryQueue(pace: { _ in DeliveryQueue.Pace(key: "p", rate: rate, burst: 1) })
+        let queue = DeliveryQueue(admissions: { _ in [.rate(DeliveryQueue.Pace(key: "p", rate: rate, burst: 1))] })
         for name in ["a", "b", "c", "d"] { queue.enqueue(note(.noData, to: SubscriberKey(token: name))) }
         XCTAssertEqual(queue.due(now: 0).map(\.subscriber.token), ["a"])
         queue.removeAll(forSubscription: key(SubscriberKey(token: "b")))

@@ -21,16 +21,19 @@
 ///   subscription itself is not touched.
 /// - Holds (``PendingNotification/holds``) of entries that leave the queue without being handed out
 ///   (merged away, cancelled, removed) are collected for the caller: ``takeReleasedHolds()``.
-/// - Gates (``Gate``, given by the `gate` function at init, e.g. one webhook destination host): at most
-///   `limit` heads of one gate are in flight. A due head whose gate is full is set aside (parked, in its
-///   place in the order) without taking anything from `due`'s `limit`, and the lines of other gates are
-///   handed out; each resolved head of the gate puts the earliest parked lines back (as many as there are
-///   free places), so a gate's lines go out in their order as it frees places.
-/// - Paces (``Pace``, given by the `pace` function at init, e.g. one provider project's send quota): a token
-///   bucket per pace; a due head of a pace without a token (or behind lines already waiting for it) is set aside
-///   in its place in the order; at each `due`, the earliest set-aside lines take the tokens that came meanwhile
-///   and are handed out. ``nextWakeUp`` includes the time of a waiting pace's next token. Lines of other paces
-///   (and lines without one) are not held up.
+/// - Admissions (``Admission``, given by the `admissions` function at init): what a head needs before it is handed
+///   out, each keyed (its ``Admission/ID``) and of one of two kinds: ``Admission/concurrency(_:)`` (at most
+///   `limit` heads of the key in flight: one webhook destination host, one provider project's requests) and
+///   ``Admission/rate(_:)`` (a token bucket: one provider project's send quota). A head is admitted by all it
+///   needs or by none (a place and a token are taken together, never one while it waits for the other). A due
+///   head that is refused (no place, no token, or lines of one of its keys already waiting) is set aside in its
+///   place in the order, by the key that refused it, without taking anything from `due`'s `limit`: it holds no
+///   sending place while it waits, later heads of that key never overtake it, and the lines of other keys go on.
+///   At each `due`, before anything else, the earliest set-aside lines of every key that has room again (a place
+///   freed by a resolved head, a token that came) are admitted and handed out, in their order (a line that
+///   another of its keys still refuses moves there, in its place). ``nextWakeUp`` includes the time of a
+///   waiting key's next token, or of its earliest waiting line when it has a free place. A resolved head
+///   (delivered, failed, retried, removed) frees its places; a removed line that was waiting is skipped.
 ///
 /// Cost: O(log n) per operation (a min-heap of wake-up times with lazy invalidation, compacted when stale items
 /// pile up); a subscription's own line is an array, short because of coalescing.
@@ -65,16 +68,48 @@ public final class DeliveryQueue {
         var headRemoved = false
         /// Identifies the line's valid heap item (older items are stale).
         var ticket: UInt64 = 0
-        /// The gate the in-flight head took a place of.
-        var gate: String?
-        /// The head took a token of its pace (it waited for one): it is not paced again before it is handed out.
-        var paced = false
+        /// The concurrency admissions the in-flight head holds a place of.
+        var holding: [Admission.ID] = []
+        /// The rate admission the head waited for a token of (counted as paced when it is handed out).
+        var waitedForPace: Admission.ID?
 
         /// The subscription is backing off: its head has failed at least once.
         var isBackingOff: Bool { (entries.first?.attempt ?? 0) > 0 }
     }
 
-    /// Lines that share a limit of heads in flight (``DeliveryQueue``'s documentation); `key` names it.
+    /// What a head needs before it is handed out (``DeliveryQueue``'s documentation): a place of a concurrency
+    /// limit, or a token of a rate.
+    public enum Admission: Sendable, Equatable {
+        /// At most `limit` heads of the key in flight (a webhook destination host, a provider project's requests).
+        case concurrency(Gate)
+        /// Heads handed out at a rate (a provider project's send quota).
+        case rate(Pace)
+
+        public enum Kind: Sendable, Hashable {
+            case concurrency
+            case rate
+        }
+
+        /// Names an admission's state in the queue: one per kind and key.
+        public struct ID: Sendable, Hashable {
+            public var kind: Kind
+            public var key: String
+
+            public init(kind: Kind, key: String) {
+                self.kind = kind
+                self.key = key
+            }
+        }
+
+        public var id: ID {
+            switch self {
+            case .concurrency(let gate): return ID(kind: .concurrency, key: gate.key)
+            case .rate(let pace): return ID(kind: .rate, key: pace.key)
+            }
+        }
+    }
+
+    /// The concurrency kind of ``Admission``: lines that share a limit of heads in flight; `key` names it.
     public struct Gate: Sendable, Equatable {
         public var key: String
         public var limit: Int
@@ -85,7 +120,7 @@ public final class DeliveryQueue {
         }
     }
 
-    /// A send rate shared by lines (``DeliveryQueue``'s documentation): `rate` heads handed out per second,
+    /// The rate kind of ``Admission``: a send rate shared by lines: `rate` heads handed out per second,
     /// up to `burst` at once after an idle time; `key` names it.
     public struct Pace: Sendable, Equatable {
         /// Names the pace (the provider project: `fcm:<project id>`, `hms:<app id>`).
@@ -112,42 +147,82 @@ public final class DeliveryQueue {
         }
     }
 
-    /// A pace's token bucket and the heap items of its due lines set aside until tokens come.
-    private struct PaceState {
-        var pace: Pace
-        var bucket: TokenBucket
+    /// One admission's state: its rule as last given, the places taken (concurrency) or its token bucket (rate),
+    /// and the heap items of the due lines it set aside.
+    private struct AdmissionState {
+        private(set) var admission: Admission
+        /// Heads in flight that hold a place (concurrency).
+        var inFlight = 0
+        /// The token bucket (rate).
+        private(set) var bucket: TokenBucket?
         var parked = WakeUpHeap()
-        /// Heads handed out after waiting for a token, since the last ``takePacedSends()``.
+        /// Heads handed out after waiting for a token, since the last ``takePacedSends()`` (rate).
         var pacedSends = 0
-        /// `parked.count` as last returned by ``takeWaitingForPaceChanges()``.
+        /// `parked.count` as last returned by ``takeWaitingForPaceChanges()`` (rate).
         var reportedWaiting = 0
 
-        init(_ pace: Pace) {
-            self.pace = pace
-            self.bucket = TokenBucket(rate: pace.rate, burst: pace.burst)
+        init(_ admission: Admission) {
+            self.admission = admission
+            self.bucket = Self.bucket(of: admission)
         }
 
-        /// Takes the pace as last given (a changed setting starts a new, full bucket).
-        mutating func update(_ given: Pace) {
-            guard given != pace else { return }
-            pace = given
-            bucket = TokenBucket(rate: given.rate, burst: given.burst)
+        private static func bucket(of admission: Admission) -> TokenBucket? {
+            guard case .rate(let pace) = admission else { return nil }
+            return TokenBucket(rate: pace.rate, burst: pace.burst)
         }
-    }
 
-    /// A gate's heads in flight, its limit as last seen, and the heap items of its due lines set aside.
-    private struct GateState {
-        var inFlight = 0
-        var limit = 1
-        var parked = WakeUpHeap()
+        /// Takes the admission as last given: a changed limit applies to the next hand-out, a changed rate starts
+        /// a new, full bucket.
+        mutating func update(_ given: Admission) {
+            guard given != admission else { return }
+            if case .rate = given { bucket = Self.bucket(of: given) }
+            admission = given
+        }
+
+        /// True when one more head could be admitted at `now` (a free place, a token); takes nothing.
+        func hasRoom(now: Double) -> Bool {
+            switch admission {
+            case .concurrency(let gate):
+                return inFlight < gate.limit
+            case .rate:
+                guard var bucket else { return true }
+                return bucket.take(now: now) == .admitted
+            }
+        }
+
+        /// Takes a place or a token (``hasRoom(now:)`` said there is one).
+        mutating func take(now: Double) {
+            switch admission {
+            case .concurrency: inFlight += 1
+            case .rate: _ = bucket?.take(now: now)
+            }
+        }
+
+        /// When its earliest set-aside line may be admitted: at its next token (rate), at once when it has a free
+        /// place (concurrency); nil when none waits or it has no free place.
+        var wakeUp: Double? {
+            guard let top = parked.peek else { return nil }
+            switch admission {
+            case .concurrency(let gate): return inFlight < gate.limit ? top.time : nil
+            case .rate: return bucket?.nextTokenAt
+            }
+        }
+
+        /// Nothing in flight, nothing waiting: a concurrency state can be forgotten (a rate state keeps its bucket).
+        var isIdle: Bool {
+            guard case .concurrency = admission else { return false }
+            return inFlight == 0 && parked.count == 0
+        }
     }
 
     private var lines: [RetryKey: Line] = [:]
     private var heap = WakeUpHeap()
-    private let gateOf: (PendingNotification) -> Gate?
-    private var gates: [String: GateState] = [:]
-    private let paceOf: (PendingNotification) -> Pace?
-    private var paces: [String: PaceState] = [:]
+    private let admissionsOf: (PendingNotification) -> [Admission]
+    private var admissions: [Admission.ID: AdmissionState] = [:]
+    /// Admissions with set-aside lines (stale items included).
+    private var waiting: Set<Admission.ID> = []
+    /// Every rate admission (kept: their buckets and counters).
+    private var rates: Set<Admission.ID> = []
     private var pauses: [ExactString: Double] = [:]
     private var nextTicket: UInt64 = 0
     private var released: [UInt64] = []
@@ -157,49 +232,50 @@ public final class DeliveryQueue {
     /// Notifications handed out by `due` and not resolved yet.
     public private(set) var inFlightCount = 0
 
-    /// - Parameters:
-    ///   - gate: the gate of a head about to be handed out, nil for none (asked at each hand-out, so a changed
-    ///     limit applies to the next one).
-    ///   - pace: the pace of a head about to be handed out, nil for none (asked likewise).
-    public init(
-        gate: @escaping (PendingNotification) -> Gate? = { _ in nil }, pace: @escaping (PendingNotification) -> Pace? = { _ in nil }
-    ) {
-        self.gateOf = gate
-        self.paceOf = pace
+    /// - Parameter admissions: what a head about to be handed out needs, none for nothing (asked at each
+    ///   hand-out, so a changed limit or rate applies to the next one).
+    public init(admissions: @escaping (PendingNotification) -> [Admission] = { _ in [] }) {
+        self.admissionsOf = admissions
     }
 
-    /// Lines set aside until `pace` has a token (stale items included: an upper bound).
-    public func waitingCount(pace: String) -> Int { paces[pace]?.parked.count ?? 0 }
+    /// Lines set aside until the rate (pace) `pace` has a token (stale items included: an upper bound).
+    public func waitingCount(pace: String) -> Int { admissions[Admission.ID(kind: .rate, key: pace)]?.parked.count ?? 0 }
 
-    /// The pace named `key` as last given, if a head of it was ever due.
-    public func pace(_ key: String) -> Pace? { paces[key]?.pace }
+    /// The rate (pace) named `key` as last given, if a head of it was ever due.
+    public func pace(_ key: String) -> Pace? {
+        guard case .rate(let pace) = admissions[Admission.ID(kind: .rate, key: key)]?.admission else { return nil }
+        return pace
+    }
 
-    /// Per pace: the heads handed out after waiting for a token, since the last call.
+    /// Per rate (pace): the heads handed out after waiting for a token, since the last call.
     public func takePacedSends() -> [String: Int] {
         var result: [String: Int] = [:]
-        for (key, state) in paces where state.pacedSends > 0 {
-            result[key] = state.pacedSends
-            paces[key]?.pacedSends = 0
+        for id in rates {
+            guard let sends = admissions[id]?.pacedSends, sends > 0 else { continue }
+            result[id.key] = sends
+            admissions[id]?.pacedSends = 0
         }
         return result
     }
 
-    /// Lines waiting for a token, per pace whose count changed since the last call (stale items included): what
-    /// a gauge needs, without a new dictionary on every turn of the send loop while nothing changes.
+    /// Lines waiting for a token, per rate (pace) whose count changed since the last call (stale items
+    /// included): what a gauge needs, without a new dictionary on every turn of the send loop while nothing
+    /// changes.
     public func takeWaitingForPaceChanges() -> [String: Int] {
         var changed: [String: Int] = [:]
-        for (key, state) in paces where state.parked.count != state.reportedWaiting {
-            changed[key] = state.parked.count
-            paces[key]?.reportedWaiting = state.parked.count
+        for id in rates {
+            guard let state = admissions[id], state.parked.count != state.reportedWaiting else { continue }
+            changed[id.key] = state.parked.count
+            admissions[id]?.reportedWaiting = state.parked.count
         }
         return changed
     }
 
-    /// Heads in flight through `gate`.
-    public func inFlight(gate: String) -> Int { gates[gate]?.inFlight ?? 0 }
+    /// Heads in flight that hold a place of the concurrency admission (gate) `gate`.
+    public func inFlight(gate: String) -> Int { admissions[Admission.ID(kind: .concurrency, key: gate)]?.inFlight ?? 0 }
 
-    /// Lines set aside until `gate` frees a place (stale items included).
-    public func parkedCount(gate: String) -> Int { gates[gate]?.parked.count ?? 0 }
+    /// Lines set aside until the concurrency admission (gate) `gate` frees a place (stale items included).
+    public func parkedCount(gate: String) -> Int { admissions[Admission.ID(kind: .concurrency, key: gate)]?.parked.count ?? 0 }
 
     /// Subscriptions with at least one pending notification.
     public var subscriptionCount: Int { lines.count }
@@ -298,7 +374,7 @@ public final class DeliveryQueue {
     /// flight), earliest first, at most `limit`. Each is marked in flight until `completed` or `failed`.
     public func due(now: Double, limit: Int = .max) -> [PendingNotification] {
         var result: [PendingNotification] = []
-        releasePaced(now: now, limit: limit)
+        admitWaiting(now: now, limit: limit, into: &result)
         while result.count < limit, let top = heap.peek, top.time <= now {
             heap.pop()
             guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
@@ -307,34 +383,11 @@ public final class DeliveryQueue {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
-            if !line.paced, let pace = paceOf(head) {
-                var state = paces.removeValue(forKey: pace.key) ?? PaceState(pace)
-                state.update(pace)
-                // Behind the lines already waiting for a token, in order; else it needs a token now.
-                if state.parked.count > 0 || state.bucket.take(now: now) != .admitted {
-                    state.parked.push(top)
-                    paces[pace.key] = state
-                    continue
-                }
-                paces[pace.key] = state
+            let needed = admissionsOf(head)
+            if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: nil) {
+                handOut(head, line: &line, into: &result)
             }
-            if let gate = gateOf(head) {
-                var state = gates.removeValue(forKey: gate.key) ?? GateState()
-                state.limit = gate.limit
-                if state.inFlight >= gate.limit {
-                    state.parked.push(top)
-                    gates[gate.key] = state
-                    continue
-                }
-                state.inFlight += 1
-                gates[gate.key] = state
-                line.gate = gate.key
-            }
-            line.inFlight = true
-            line.paced = false
             lines[top.key] = line
-            inFlightCount += 1
-            result.append(head)
         }
         for (scope, until) in pauses where until <= now { pauses[scope] = nil }
         compactIfNeeded()
@@ -351,7 +404,7 @@ public final class DeliveryQueue {
         line.headRemoved = false
         count -= 1
         inFlightCount -= 1
-        leaveGate(&line)
+        releaseAdmissions(&line)
         if line.entries.isEmpty {
             lines[key] = nil
         } else {
@@ -374,7 +427,7 @@ public final class DeliveryQueue {
         else { return .superseded }
         line.inFlight = false
         inFlightCount -= 1
-        leaveGate(&line)
+        releaseAdmissions(&line)
         if line.headRemoved {
             line.headRemoved = false
             released += line.entries.removeFirst().holds
@@ -458,15 +511,17 @@ public final class DeliveryQueue {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
-            return min(top.time, nextPaceToken ?? .infinity)
+            return min(top.time, nextAdmission ?? .infinity)
         }
-        return nextPaceToken
+        return nextAdmission
     }
 
-    /// The earliest next token of a pace with lines waiting for one.
-    private var nextPaceToken: Double? {
+    /// The earliest time a set-aside line may be admitted (``AdmissionState/wakeUp``).
+    private var nextAdmission: Double? {
         var next: Double?
-        for state in paces.values where state.parked.count > 0 { next = min(next ?? .infinity, state.bucket.nextTokenAt) }
+        for id in waiting {
+            if let time = admissions[id]?.wakeUp { next = min(next ?? .infinity, time) }
+        }
         return next
     }
 
@@ -481,8 +536,7 @@ public final class DeliveryQueue {
         guard line.inFlight else {
             lines[key] = nil
             count -= line.entries.count
-            // It may have been put back for a free place of its gate: another parked line takes it.
-            if let head = line.entries.first, let gate = gateOf(head) { reopen(gate.key) }
+            // Set aside, it holds nothing: its item is stale, skipped when its admission admits the next line.
             return line.entries
         }
         let removed = Array(line.entries[1...])
@@ -531,56 +585,100 @@ public final class DeliveryQueue {
         guard var line = lines[key], !line.inFlight, let head = line.entries.first else { return nil }
         nextTicket &+= 1
         line.ticket = nextTicket
+        line.waitedForPace = nil
         lines[key] = line
         let time = effectiveTime(of: head)
         heap.push(WakeUpHeap.Item(time: time, ticket: nextTicket, key: key))
         return time
     }
 
-    /// The in-flight head of `line` is resolved: its gate's place is free (call before storing `line`).
-    private func leaveGate(_ line: inout Line) {
-        guard let key = line.gate else { return }
-        line.gate = nil
-        gates[key]?.inFlight -= 1
-        reopen(key)
-    }
-
-    /// Puts the earliest parked lines of gate `key` back in the heap, as many as it has free places (skipping
-    /// stale items); forgets the gate once it is idle. A line put back that finds the gate full again (another
-    /// took the place) is parked again: more put back than needed costs a little, fewer could strand a line.
-    private func reopen(_ key: String) {
-        guard var state = gates.removeValue(forKey: key) else { return }
-        var free = state.limit - state.inFlight
-        while free > 0, let item = state.parked.pop() {
-            guard let line = lines[item.key], !line.inFlight, line.ticket == item.ticket else { continue }
-            heap.push(item)
-            free -= 1
+    /// Marks `head` (the head of `line`) in flight and adds it to `result`.
+    private func handOut(_ head: PendingNotification, line: inout Line, into result: inout [PendingNotification]) {
+        if let paced = line.waitedForPace {
+            admissions[paced]?.pacedSends += 1
+            line.waitedForPace = nil
         }
-        if state.inFlight > 0 || state.parked.count > 0 { gates[key] = state }
+        line.inFlight = true
+        inFlightCount += 1
+        result.append(head)
     }
 
-    /// The earliest lines set aside by each pace take the tokens that came (at most `limit` in all) and are put
-    /// back in the heap, where they are handed out before later lines; stale items are dropped.
-    private func releasePaced(now: Double, limit: Int) {
-        var budget = limit
-        for key in paces.keys where budget > 0 && paces[key]?.parked.count ?? 0 > 0 {
-            guard var state = paces.removeValue(forKey: key) else { continue }
-            while budget > 0, let top = state.parked.peek {
+    /// Admits the line of `item` (its head needs `needed`) at `now`, by all its admissions or by none: true when
+    /// every one has room and none has lines waiting before it (those of `releasedBy`, which `item` was just
+    /// taken from, come after it), and then a place or token of each is taken; else false, and the line is set
+    /// aside by the first that refused it, in its place in the order.
+    private func admit(
+        _ item: WakeUpHeap.Item, line: inout Line, needing needed: [Admission], now: Double, releasedBy: Admission.ID?
+    ) -> Bool {
+        for admission in needed {
+            let id = admission.id
+            if admissions[id] == nil {
+                admissions[id] = AdmissionState(admission)
+                if id.kind == .rate { rates.insert(id) }
+            } else {
+                admissions[id]?.update(admission)
+            }
+            guard let state = admissions[id] else { continue }
+            if (id != releasedBy && state.parked.count > 0) || !state.hasRoom(now: now) {
+                admissions[id]?.parked.push(item)
+                waiting.insert(id)
+                if id.kind == .rate { line.waitedForPace = id }
+                return false
+            }
+        }
+        for admission in needed {
+            let id = admission.id
+            admissions[id]?.take(now: now)
+            if id.kind == .concurrency { line.holding.append(id) }
+        }
+        return true
+    }
+
+    /// The in-flight head of `line` is resolved: its places are free (call before storing `line`); a concurrency
+    /// admission left idle is forgotten.
+    private func releaseAdmissions(_ line: inout Line) {
+        for id in line.holding {
+            admissions[id]?.inFlight -= 1
+            if admissions[id]?.isIdle == true { admissions[id] = nil }
+        }
+        line.holding = []
+    }
+
+    /// The earliest set-aside lines of each admission that has room again (a freed place, a token that came) are
+    /// admitted and handed out (at most `limit` in `result`), in their order; one that another of its admissions
+    /// refuses is set aside there; one whose scope is paused goes back to the heap until the pause ends; stale
+    /// items are dropped.
+    private func admitWaiting(now: Double, limit: Int, into result: inout [PendingNotification]) {
+        guard !waiting.isEmpty else { return }
+        for id in Array(waiting) {
+            while result.count < limit, let top = admissions[id]?.parked.peek {
                 guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
                 else {
-                    state.parked.pop()
+                    admissions[id]?.parked.pop()
                     continue
                 }
-                if let pace = paceOf(head), pace.key == key { state.update(pace) }  // a changed setting applies now
-                guard state.bucket.take(now: now) == .admitted else { break }
-                state.parked.pop()
-                state.pacedSends += 1
-                line.paced = true
+                let needed = admissionsOf(head)
+                // A changed setting applies now (a new rate starts a new, full bucket).
+                for admission in needed where admission.id == id { admissions[id]?.update(admission) }
+                guard admissions[id]?.hasRoom(now: now) ?? true || !needed.contains(where: { $0.id == id }) else { break }
+                admissions[id]?.parked.pop()
+                if let until = pauses[ExactString(head.scope)], until > now {
+                    heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
+                    continue
+                }
+                if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: id) {
+                    handOut(head, line: &line, into: &result)
+                }
                 lines[top.key] = line
-                heap.push(top)
-                budget -= 1
             }
-            paces[key] = state
+            guard let state = admissions[id] else {
+                waiting.remove(id)
+                continue
+            }
+            if state.parked.count == 0 {
+                waiting.remove(id)
+                if state.isIdle { admissions[id] = nil }
+            }
         }
     }
 
@@ -595,12 +693,12 @@ public final class DeliveryQueue {
             }
         }
         heap = WakeUpHeap(items)
-        // Every line outside flight is in the new heap: the parked ones are picked (and parked) again.
-        for key in Array(gates.keys) {
-            gates[key]?.parked = WakeUpHeap()
-            if gates[key]?.inFlight == 0 { gates[key] = nil }
+        // Every line outside flight is in the new heap: the set-aside ones are picked (and set aside) again.
+        for id in waiting {
+            admissions[id]?.parked = WakeUpHeap()
+            if admissions[id]?.isIdle == true { admissions[id] = nil }
         }
-        for key in Array(paces.keys) { paces[key]?.parked = WakeUpHeap() }
+        waiting = []
     }
 }
 
