@@ -52,6 +52,19 @@ final class GatewayPiecesTests: XCTestCase {
         XCTAssertNil(paced.pace(for: .webhook), "webhooks have their own limits")
         XCTAssertNil(profile(defaults, senders).pace(for: .huawei))
         XCTAssertNil(profile(settings, [.mobile: ConsoleSink(app: "toto")]).pace(for: .mobile), "the console sink is not paced")
+        // What the delivery queue grants together: the project's rate (when paced) and a place of its requests in
+        // flight (fcm.maxInFlightPerProject, per project); the console sink needs nothing.
+        let limited = AppProfile(
+            name: "toto", settings: settings, verifier: nil, rules: .allowAll, rulesFingerprint: "", encryption: nil,
+            senders: senders, fcmAccountFingerprint: nil, maxInFlightPerProject: 7)
+        let fcmPace = try XCTUnwrap(paced.pace(for: .mobile))
+        XCTAssertEqual(
+            limited.admissions(for: SubscriberKey(kind: .mobile, token: "t")),
+            [.rate(fcmPace), .concurrency(DeliveryQueue.Gate(key: "fcm:p", limit: 7))])
+        XCTAssertEqual(
+            profile(defaults, senders).admissions(for: SubscriberKey(kind: .huawei, token: "t")),
+            [.concurrency(DeliveryQueue.Gate(key: "hms:1", limit: 200))], "unpaced: the in-flight limit only")
+        XCTAssertEqual(profile(settings, [.mobile: ConsoleSink(app: "toto")]).admissions(for: SubscriberKey(kind: .mobile, token: "t")), [])
         // Negative values are refused, the field named.
         var bad = settings
         bad.fcm.maxSendsPerMinute = -1

@@ -108,54 +108,9 @@ extension DeliveryQueueTests {
         // sending places; a project never has more than 3 in flight, every subscription's deliveries come in
         // order and end with its latest notification.
         let queue = projectQueue(limit: 3, rate: 20, burst: 2)
-        var rng = RetryTestRandom(seed: 11)
-        var latest: [RetryKey: Int] = [:]
-        var delivered: [RetryKey: [Int]] = [:]
-        var inFlight: [PendingNotification] = []
-        var now = 0.0
-        func checkLimits() {
+        runSeededWorkload(queue, seed: 11, prefix: "p", step: 0.02) {
             for project in 0..<4 { XCTAssertLessThanOrEqual(queue.inFlight(gate: "p\(project)"), 3) }
             XCTAssertLessThanOrEqual(queue.inFlightCount, 8)
-        }
-        for serial in 0..<3000 {
-            let subscription = Int.random(in: 0..<40, using: &rng)
-            let subscriber = SubscriberKey(token: "p\(subscription % 4)-\(subscription)")
-            let item = note(Bool.random(using: &rng) ? .noData : .value(nil), to: subscriber, at: now, origin: "\(serial)")
-            queue.enqueue(item)
-            latest[item.key] = serial
-            inFlight += queue.due(now: now, limit: 8 - queue.inFlightCount)
-            checkLimits()
-            inFlight.shuffle(using: &rng)
-            while let pending = inFlight.last, Int.random(in: 0..<3, using: &rng) != 0 {
-                inFlight.removeLast()
-                if Int.random(in: 0..<4, using: &rng) == 0 {
-                    guard case .scheduled = fail(queue, pending.key, at: now) else { return XCTFail("not scheduled") }
-                } else {
-                    delivered[pending.key, default: []].append(Int(pending.origin) ?? -1)
-                    queue.completed(pending.key)
-                }
-            }
-            now += 0.02
-        }
-        var turns = 0
-        while queue.count > 0, turns < 100_000 {
-            turns += 1
-            inFlight += queue.due(now: now, limit: 8 - queue.inFlightCount)
-            checkLimits()
-            guard let pending = inFlight.popLast() else {
-                guard let wake = queue.nextWakeUp else { return XCTFail("lines left that nothing wakes up") }
-                now = max(now, wake)
-                continue
-            }
-            delivered[pending.key, default: []].append(Int(pending.origin) ?? -1)
-            queue.completed(pending.key)
-        }
-        XCTAssertEqual(queue.count, 0)
-        XCTAssertEqual(queue.inFlightCount, 0)
-        XCTAssertEqual(Set(delivered.keys), Set(latest.keys))
-        for (key, serials) in delivered {
-            XCTAssertEqual(serials, serials.sorted())
-            XCTAssertEqual(serials.last, latest[key])
         }
     }
 }

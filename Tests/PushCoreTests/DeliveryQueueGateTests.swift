@@ -78,17 +78,23 @@ extension DeliveryQueueTests {
         // Seeded: 40 subscriptions over 4 gates of 3 places, failures and coalescing; a gate never has more than
         // 3 in flight, every subscription's deliveries come in order and end with its latest notification.
         let queue = gatedQueue(limit: 3)
-        var rng = RetryTestRandom(seed: 7)
+        runSeededWorkload(queue, seed: 7, prefix: "g", step: 0.25) {
+            for gate in 0..<4 { XCTAssertLessThanOrEqual(queue.inFlight(gate: "g\(gate)"), 3) }
+        }
+    }
+
+    /// 3000 notifications to 40 subscriptions (token `<prefix><n % 4>-<n>`), at most 8 in flight, heads resolved in
+    /// a random order (a quarter failed), `step` seconds apart, then the rest following the queue's wake-ups;
+    /// `checkLimits` after each `due`. Every subscription's deliveries come in order and end with its latest.
+    func runSeededWorkload(_ queue: DeliveryQueue, seed: UInt64, prefix: String, step: Double, checkLimits: () -> Void) {
+        var rng = RetryTestRandom(seed: seed)
         var latest: [RetryKey: Int] = [:]
         var delivered: [RetryKey: [Int]] = [:]
         var inFlight: [PendingNotification] = []
         var now = 0.0
-        func checkLimits() {
-            for gate in 0..<4 { XCTAssertLessThanOrEqual(queue.inFlight(gate: "g\(gate)"), 3) }
-        }
         for serial in 0..<3000 {
             let subscription = Int.random(in: 0..<40, using: &rng)
-            let subscriber = SubscriberKey(token: "g\(subscription % 4)-\(subscription)")
+            let subscriber = SubscriberKey(token: "\(prefix)\(subscription % 4)-\(subscription)")
             let item = note(Bool.random(using: &rng) ? .noData : .value(nil), to: subscriber, at: now, origin: "\(serial)")
             queue.enqueue(item)
             latest[item.key] = serial
@@ -105,9 +111,11 @@ extension DeliveryQueueTests {
                     queue.completed(pending.key)
                 }
             }
-            now += 0.25
+            now += step
         }
-        while queue.count > 0 {
+        var turns = 0
+        while queue.count > 0, turns < 100_000 {
+            turns += 1
             inFlight += queue.due(now: now, limit: 8 - queue.inFlightCount)
             checkLimits()
             guard let pending = inFlight.popLast() else {
@@ -118,6 +126,7 @@ extension DeliveryQueueTests {
             delivered[pending.key, default: []].append(Int(pending.origin) ?? -1)
             queue.completed(pending.key)
         }
+        XCTAssertEqual(queue.count, 0)
         XCTAssertEqual(queue.inFlightCount, 0)
         XCTAssertEqual(Set(delivered.keys), Set(latest.keys))
         for (key, serials) in delivered {
