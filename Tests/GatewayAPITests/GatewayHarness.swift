@@ -22,10 +22,16 @@ final class FakeSender: PushSender, Sendable {
         var options = DeliveryOptions.none
     }
 
-    var provider: String { "fake" }
-    var project: String { "fake" }
+    let provider: String
+    let project: String
     private let state = Mutex<(sent: [Sent], attempts: [Sent], script: [String: [DeliveryOutcome]], held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
         ([], [], [:], false, []))
+
+    /// `provider` "fcm" or "hms" makes it a provider project's sender (``AppProfile/admissions(for:)``).
+    init(provider: String = "fake", project: String = "fake") {
+        self.provider = provider
+        self.project = project
+    }
 
     /// The next outcomes for `token` (then `.sent`).
     func script(_ token: String, _ outcomes: [DeliveryOutcome]) { state.withLock { $0.script[token, default: []] += outcomes } }
@@ -97,7 +103,7 @@ final class GatewayHarness: Sendable {
     init(
         apps: [String: AppSettings], log: InMemoryLog? = nil, sender: FakeSender = FakeSender(),
         policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0),
-        budget: StateBudget = StateBudget()
+        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000
     ) throws {
         let log = log ?? InMemoryLog(topics: [Self.stateTopic: Self.partitions])
         self.log = log
@@ -122,7 +128,7 @@ final class GatewayHarness: Sendable {
         payloads = PayloadBuilder(metrics: metrics, logger: logger)
         delivery = DeliveryService(
             profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger,
-            policy: policy)
+            maxInFlight: maxInFlight, policy: policy)
         let fenced = fencedPartitions
         let delivery = delivery
         let store = store
