@@ -128,6 +128,9 @@ final class PartitionState: Sendable {
                 }
             case .readGap(let from, let to, let tag, let attempt, let after):
                 Self.gapReads.asyncAfter(deadline: .now() + after) { [self] in
+                    // The gap reads end with the sink too: a stopping replica answers the writes behind the gap
+                    // "maybe stored" rather than read (and fail to read) for up to a minute.
+                    guard sink.isOpen else { return input { $0.gapAbandoned(uptime: Uptime.now) } }
                     let records = hooks.readRange(partition, from, to)?.map(LogRecord.init)
                     input { $0.gapRead(from: from, to: to, tag: tag, attempt: attempt, records: records, uptime: Uptime.now) }
                 }

@@ -20,7 +20,7 @@ extension SubscriptionService {
     /// reserved as a create's (both are held until the tombstones apply).
     func replaceContext(_ caller: V2Caller, request: V2ReplaceContextRequest) async throws(APIError) -> V2ReplaceContextOutcome {
         let (name, uid, token) = (caller.app, caller.uid, caller.token)
-        let (partition, profile) = try writableApp(name)
+        let (partition, profile) = try writable(caller)
         let old = SubscriberKey(kind: request.kind, token: request.oldContext, uid: uid)
         let new = SubscriberKey(kind: request.kind, token: request.newContext, uid: uid)
         var reservation: StateBudget.Reservation?

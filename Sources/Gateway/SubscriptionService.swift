@@ -26,10 +26,15 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     /// outage to end).
     func writableApp(_ name: String) throws(APIError) -> (PartitionState, AppProfile) {
         let found = try app(name)
+        try checkWritable()
+        return found
+    }
+
+    /// 503 at once while Kafka cannot take writes.
+    func checkWritable() throws(APIError) {
         if let reason = kafka?.notWritableReason {
             throw .unavailable("cannot store changes now: \(reason); retry later", retryAfterSeconds: 5)
         }
-        return found
     }
 
     /// The app's settings and its partition: 404/403 for an unknown or disabled app, 503 when this replica
@@ -219,20 +224,31 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     // MARK: v2
 
     /// A v2 caller: the app and the uid of the call, and its bearer token, verified (once per call).
+    /// An authorized v2 call: the app's partition and settings are found once, here, and every step of the call
+    /// uses them. Ownership is not asked again before the partition is used: its reads and writes check it
+    /// themselves, under its lock (``PartitionState/read(_:)``, ``PartitionState/write(identity:_:)``).
     struct V2Caller: Sendable {
         let app: String
         let uid: String
         let token: VerifiedToken
+        let partition: PartitionState
+        let profile: AppProfile
     }
 
     func authorize(app name: String, uid: String, bearer: String?) async throws(APIError) -> V2Caller {
-        let (_, profile) = try app(name)
-        return V2Caller(app: name, uid: uid, token: try user(uid, bearer: bearer, profile: profile))
+        let (partition, profile) = try app(name)
+        return V2Caller(app: name, uid: uid, token: try user(uid, bearer: bearer, profile: profile), partition: partition, profile: profile)
+    }
+
+    /// The caller's partition and settings for a write: 503 at once while Kafka cannot take writes.
+    func writable(_ caller: V2Caller) throws(APIError) -> (PartitionState, AppProfile) {
+        try checkWritable()
+        return (caller.partition, caller.profile)
     }
 
     func create(_ caller: V2Caller, request: V2SubscriptionRequest, allowsUpdate: Bool) async throws(APIError) -> V2WriteOutcome {
         let (name, uid, token) = (caller.app, caller.uid, caller.token)
-        let (partition, profile) = try writableApp(name)
+        let (partition, profile) = try writable(caller)
         try checkPathDepth(request.path, profile: profile)
         let subscriber = try subscriber(kind: request.kind, destination: request.destination, context: request.context, format: request.format, uid: uid, profile: profile)
         let identity = RetryKey(app: name, path: request.path, subscriber: subscriber)
@@ -263,7 +279,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
 
     func update(_ caller: V2Caller, id: String, request: V2PartialRequest) async throws(APIError) -> V2WriteOutcome {
         let (name, uid, token) = (caller.app, caller.uid, caller.token)
-        let (partition, profile) = try writableApp(name)
+        let (partition, profile) = try writable(caller)
         // The identity: the current subscription's, or the one the body names (creating through PUT).
         let current = try await partition.read { find(app: $0.existingApp(name), uid: uid, id: id) }
         let path: DataPath
@@ -318,15 +334,13 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     }
 
     func list(_ caller: V2Caller) async throws(APIError) -> [V2SubscriptionDocument] {
-        let (name, uid) = (caller.app, caller.uid)
-        let (partition, _) = try app(name)
+        let (name, uid, partition) = (caller.app, caller.uid, caller.partition)
         let subscriptions = try await partition.read { $0.existingApp(name)?.index.subscriptions(ofUser: uid) ?? [] }
         return subscriptions.map { document(app: name, $0) }
     }
 
     func get(_ caller: V2Caller, id: String) async throws(APIError) -> V2SubscriptionDocument {
-        let (name, uid) = (caller.app, caller.uid)
-        let (partition, _) = try app(name)
+        let (name, uid, partition) = (caller.app, caller.uid, caller.partition)
         guard let subscription = try await partition.read({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }
@@ -335,7 +349,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
 
     func delete(_ caller: V2Caller, id: String) async throws(APIError) {
         let (name, uid) = (caller.app, caller.uid)
-        let (partition, _) = try writableApp(name)
+        let (partition, _) = try writable(caller)
         guard let subscription = try await partition.read({ find(app: $0.existingApp(name), uid: uid, id: id) }) else {
             throw .notFound("no subscription '\(id.prefix(64))' for this user")
         }

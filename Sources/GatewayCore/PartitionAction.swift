@@ -101,6 +101,8 @@ public struct WriteFailure: Error, Sendable, Equatable {
     }
 
     static let superseded = WriteFailure(code: "superseded", message: "superseded by another owner of the partition", maybeStored: false)
+    /// The replica stopped before it could tell whether the write was a superseded owner's (``PartitionMachine/gapAbandoned(uptime:)``).
+    static let stopping = WriteFailure(code: "stopping", message: "the replica stopped before the write's ownership was known", maybeStored: true)
 }
 
 /// What matching one event did.

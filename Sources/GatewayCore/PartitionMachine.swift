@@ -398,6 +398,26 @@ public struct PartitionMachine {
         return actions
     }
 
+    /// The replica stops (its writer is closed) while a gap is being checked: the gap will not be read again. The
+    /// writes behind the gap landed in the log, but whether a newer owner wrote before them is unknown, so each is
+    /// answered "maybe stored" (the next owner reads the log and decides), and nothing more is applied or written.
+    /// Not a supersession: the partition was not taken by another replica as far as this one knows.
+    public mutating func gapAbandoned(uptime: UInt64) -> [Action] {
+        guard var fence, fence.checkingGap, !fence.fenced else { return [] }
+        fence.checkingGap = false
+        fence.fenced = true
+        self.fence = fence
+        endings = [:]
+        var actions: [Action] = (fence.waiters.values.map { .resume($0.callback, false) })
+        self.fence?.waiters = [:]
+        for sequence in inFlight.keys {
+            if case .failure? = inFlight[sequence]?.result { continue }
+            inFlight[sequence]?.result = .failure(.stopping)
+        }
+        applyAcknowledged(actions: &actions, uptime: uptime)
+        return actions
+    }
+
     /// Superseded: nothing more is applied (the writes in flight fail: they landed after the newer owner's marker,
     /// which every reader skips), served or written; waiters hear no. The driver hears of it first
     /// (``PartitionAction/superseded(gapFrom:gapTo:)``), so that nothing of the partition is committed or released

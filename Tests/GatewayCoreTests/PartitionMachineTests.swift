@@ -473,6 +473,30 @@ final class PartitionMachineTests: XCTestCase {
         XCTAssertEqual(rig.machine.gapRead(from: 1, to: 2, tag: Rig.tag, attempt: 60, records: nil, uptime: 2).first, .superseded(gapFrom: 1, gapTo: 2))
     }
 
+    func testAGapStillUnreadWhenTheReplicaStopsAnswersItsWritesMaybeStored() throws {
+        var rig = Rig.owner()
+        try rig.subscribe("a", path: "/x", device: "d1")
+        try rig.subscribe("b", path: "/y", device: "d1")
+        rig.log.append(LogRecord(key: nil, value: [], tag: nil))
+        rig.store()
+        XCTAssertEqual(rig.drain(), [.readGap(from: 1, to: 2, tag: Rig.tag, attempt: 0, after: 0)])
+        // The writer closes before the gap could be read: the write behind it and the one still in flight are
+        // answered "maybe stored" (the next owner reads the log), and the gap is not read again.
+        rig.take(rig.machine.gapAbandoned(uptime: 2))
+        let actions = rig.drain()
+        XCTAssertTrue(actions.contains(.settle("a", stored: false, maybeStored: true)), "\(actions)")
+        XCTAssertTrue(actions.contains(.settle("b", stored: false, maybeStored: true)), "\(actions)")
+        XCTAssertFalse(actions.contains { if case .readGap = $0 { true } else { false } })
+        XCTAssertFalse(actions.contains { if case .superseded = $0 { true } else { false } }, "not another owner, as far as it knows")
+        XCTAssertFalse(rig.isSubscribed(path: "/x", device: "d1"), "nothing unknown is applied")
+        XCTAssertEqual(rig.machine.admission(identity: nil), .notOwner)
+        // A late read or acknowledgement changes nothing.
+        XCTAssertEqual(rig.machine.gapRead(from: 1, to: 2, tag: Rig.tag, attempt: 1, records: [], uptime: 3), [])
+        rig.storeAll()
+        XCTAssertEqual(rig.drain(), [])
+        XCTAssertEqual(rig.machine.gapAbandoned(uptime: 4), [], "once")
+    }
+
     func testOwnershipIsConfirmedByAWriteProducedAfterTheQuestion() throws {
         var rig = Rig.owner()
         let asked = rig.clock + 100

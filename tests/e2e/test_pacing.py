@@ -3,7 +3,8 @@ answering 429 QUOTA_EXCEEDED above a rate (tests/fakes/fake_fcm.py, `rate_limit`
 
 A burst to a few thousand devices of an app whose FCM project is paced (`fcm.maxSendsPerMinute`) reaches the
 fake with no 429, takes the quota's time (count / rate) within 10 %, and shows in the metrics and the per-app
-status while it lasts (docs/DELIVERY.md, "Pacing").
+status while it lasts (docs/DELIVERY.md, "Pacing"). The same for an HMS app paced at `hms.maxSendsPerSecond`,
+against the fake HMS answering 503 above its rate (tests/fakes/fake_hms.py, `rate_limit`).
 
 The issue's 100,000-device burst is the same test, larger (a load run; its numbers are in Benchmarks/README.md):
     PUSH_PACING_DEVICES=100000 PUSH_PACING_PER_MINUTE=60000 PUSH_PACING_FAKE_WINDOW_S=60 \
@@ -15,13 +16,15 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import jwt
 import requests
 
 from procutil import wait_for
-from test_delivery import metric
+from test_delivery import SECRET, fake_hms, metric, start_with_hms  # noqa: F401 (fake_hms: a fixture)
 
 ADMIN_TOKEN = "admin-token-for-the-pacing-tests-0123456789"
 DEVICES = int(os.environ.get("PUSH_PACING_DEVICES", "3000"))
@@ -100,3 +103,68 @@ def test_a_burst_is_paced_at_the_project_quota(stack_factory, fake_fcm, uniq, to
                  what="the pacing to end")
     finally:
         fake_fcm.server.state.inject(rate_limit=None)
+
+
+HMS_DEVICES = int(os.environ.get("PUSH_PACING_HMS_DEVICES", "1500"))
+HMS_PER_SECOND = int(os.environ.get("PUSH_PACING_HMS_PER_SECOND", "150"))  # 1,500 take about 10 s
+
+
+@pytest.mark.timeout(300 + int(HMS_DEVICES / 100 + 2 * HMS_DEVICES / HMS_PER_SECOND))
+def test_an_hms_burst_is_paced_at_the_apps_rate(stack_factory, fake_hms, uniq, token_factory):
+    app = "hwpaced" + uniq[4:]
+    registered = fake_hms.register_app("200000" + uniq[4:10].translate(str.maketrans("abcdef", "123456")))
+    hms_app_id = registered["app_id"]
+    stack = stack_factory(start=False)
+    stack.config["hms"] = {"baseURL": fake_hms.base_url, "tokenURL": fake_hms.token_url}
+    stack.config["admin"] = {"token": ADMIN_TOKEN}
+    stack.start()
+    stack.write_app_settings(app, {
+        "enabled": True, "authKeys": [{"alg": "HS256", "secret": SECRET}],
+        "hms": {"appId": hms_app_id, "clientId": registered["client_id"], "clientSecret": registered["client_secret"],
+                "maxSendsPerSecond": HMS_PER_SECOND},
+        # Thousands of subscribes from one test client and one user.
+        "quotas": {"clientWritesPerSecond": 100000, "clientWriteBurst": 100000,
+                   "userWritesPerSecond": 100000, "userWriteBurst": 100000,
+                   "maxSubscriptionsPerUser": 100000},
+    })
+    token = jwt.encode({"uid": "u1", "exp": int(time.time()) + 900}, SECRET, algorithm="HS256")
+    url = f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/u1"
+    headers = {"Authorization": f"Bearer {token}"}
+    wait_for(lambda: requests.get(url, headers=headers, timeout=5).status_code == 200, timeout=20,
+             what="the HMS app to be served")
+    path = f"{uniq}/h"
+    devices = [token_factory("hw") for _ in range(HMS_DEVICES)]
+
+    def subscribe(device: str) -> None:
+        r = requests.post(url, headers=headers, timeout=30,
+                          json={"kind": "huawei", "mode": "noData", "path": path, "context": device, "format": "v1"})
+        assert r.status_code == 201, r.text
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(subscribe, devices))
+    window_s = 5.0
+    state = fake_hms.state
+    sends_before = state.send_count
+    fake_hms.inject(rate_limit={"count": int(HMS_PER_SECOND * 1.1 * window_s), "window_s": window_s})
+    try:
+        stack.publish(path, "SET", "1", app=app)
+        wait_for(lambda: state.send_count - sends_before >= HMS_DEVICES, timeout=60 + 2 * HMS_DEVICES / HMS_PER_SECOND,
+                 interval=0.5, what=f"{HMS_DEVICES} HMS sends",
+                 on_timeout=lambda: f"{state.send_count - sends_before} sends\n{stack.gateway.tails()}")
+        wanted = set(devices)
+        sends = [s for s in fake_hms.sends() if s["app_id"] == hms_app_id and s.get("token") in wanted]
+        refused = [s for s in sends if s["status"] != 200]
+        assert not refused, f"{len(refused)} sends refused, e.g. {refused[0]['status']}"
+        assert state.rate_limited == 0
+        assert {s["token"] for s in sends} == wanted, "every device notified"
+        times = sorted(s["time"] for s in sends)
+        elapsed = times[-1] - times[0]
+        quota_time = HMS_DEVICES / HMS_PER_SECOND
+        print(f"HMS pacing: {len(sends)} sends in {elapsed:.2f} s (the rate's time: {quota_time:.2f} s, "
+              f"{elapsed / quota_time - 1:+.1%}); none refused")
+        assert len(sends) == HMS_DEVICES, "one send per device: nothing retried"
+        assert quota_time * 0.9 <= elapsed <= quota_time * 1.1, elapsed
+        paced = metric(stack, "pushgateway_sends_paced_total", provider="hms", project=f"hms:{hms_app_id}")
+        assert paced >= HMS_DEVICES * 0.9, paced
+    finally:
+        fake_hms.inject(rate_limit=None)

@@ -46,7 +46,8 @@ GET or POST /_control/sends
     or null), "data" (message.data string or null), "tokens" (list or null), "token" (the only token, else
     null), "http_version" ("1.1"/"2"), "client_port", "status", "code", "validate_only"} ...], "send_count": N,
     "token_requests": [{"time", "http_version", "status", "client_id"}], "issued_tokens": N,
-    "connections": number of distinct client ports seen by sends}   (at most 100 000 sends are kept)
+    "connections": number of distinct client ports seen by sends, "rate_limited": sends refused by the injected
+    rate limit}   (at most 100 000 sends are kept)
 POST /_control/reset
     Forgets recorded requests, injections, delay and issued access tokens (registered apps stay).
 POST /_control/inject
@@ -57,6 +58,10 @@ POST /_control/inject
     {"http_status": 503, "retry_after": 7, "body": {...} | "text" (optional), "headers": {...}, "token", "count"}
         queue a raw answer; without a body, a JSON one without a code ({"msg": ..., "requestId": ...}).
     {"delay_ms": D}           delay every messages:send answer by D ms (0 turns it off).
+    {"rate_limit": {"count": N, "window_s": W}}  each app's send rate: a send that would make more than N
+                              sends of its app within any W seconds (a sliding window) is answered 503 (HMS's
+                              flow control; its body carries no result code here, as none is documented for it)
+                              and counted in "rate_limited"; {"rate_limit": null} turns it off.
     {"token_expires_in": S}   expires_in of access tokens issued from now on.
     {"expire_tokens": true}   every issued access token expires now (the next send gets a real 80200003).
     {"revoke_access_tokens": true}  forget every issued access token (the next send gets 80200001).
@@ -182,6 +187,9 @@ class FakeHMSState:
             self.token_endpoint_errors: collections.deque = collections.deque()
             self.delay_ms = 0
             self.token_expires_in = self.default_token_expires_in
+            self.rate_limit: tuple[int, float] | None = None
+            self.recent_sends: dict[str, collections.deque] = {}
+            self.rate_limited = 0
 
     # --- configuration -------------------------------------------------------------------------
 
@@ -196,9 +204,18 @@ class FakeHMSState:
                http_status: int | None = None, retry_after: float | None = None, msg: str | None = None,
                illegal_tokens: list | None = None, body: Any = None, headers: dict | None = None,
                delay_ms: int | None = None, token_expires_in: int | None = None, expire_tokens: bool = False,
-               revoke_access_tokens: bool = False, token_endpoint_error: dict | None = None) -> None:
+               revoke_access_tokens: bool = False, token_endpoint_error: dict | None = None, rate_limit: Any = ...) -> None:
         """See the module docstring (POST /_control/inject); keyword arguments are the JSON fields."""
         with self._lock:
+            if rate_limit is not ...:
+                if rate_limit is None:
+                    self.rate_limit = None
+                else:
+                    count, window = int(rate_limit["count"]), float(rate_limit["window_s"])
+                    if count < 1 or window <= 0:
+                        raise ValueError("rate_limit needs count >= 1 and window_s > 0")
+                    self.rate_limit = (count, window)
+                self.recent_sends = {}
             if delay_ms is not None:
                 self.delay_ms = max(0, int(delay_ms))
             if token_expires_in is not None:
@@ -242,7 +259,23 @@ class FakeHMSState:
                 "token_requests": [dict(r) for r in self.token_requests],
                 "issued_tokens": sum(1 for r in self.token_requests if r["status"] == 200),
                 "connections": len(self.client_ports),
+                "rate_limited": self.rate_limited,
             }
+
+    def over_rate_limit(self, app_id: str, now: float) -> bool:
+        """Counts a send of `app_id` arriving at `now`; true when it makes more than the limit within the window."""
+        with self._lock:
+            if self.rate_limit is None:
+                return False
+            count, window = self.rate_limit
+            recent = self.recent_sends.setdefault(app_id, collections.deque())
+            while recent and recent[0] <= now - window:
+                recent.popleft()
+            recent.append(now)
+            if len(recent) > count:
+                self.rate_limited += 1
+                return True
+            return False
 
     # --- request handling (called on the server's loop) ----------------------------------------
 
@@ -376,6 +409,8 @@ class FakeHMSApp:
             return 401, self.answer("80200001"), {}
         if entry[2] <= time.time():
             return 401, self.answer("80200003"), {}
+        if self.state.over_rate_limit(app_id, record["time"]):
+            return 503, {"msg": "HTTP 503", "requestId": self.state.next_request_id()}, {}
         try:
             document = json.loads(body)
         except (ValueError, UnicodeDecodeError):

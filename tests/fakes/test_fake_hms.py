@@ -274,3 +274,22 @@ def test_ttl_and_collapse_key_are_accepted_and_recorded(client, server, access_t
     status, _, payload = client.send(access_token, body)
     assert (status, payload["code"]) == (200, "80000000"), payload
     assert server.state.snapshot()["sends"][-1]["json"]["message"]["android"] == {"urgency": "HIGH", **android}
+
+
+def test_rate_limit_answers_503_above_the_apps_rate(client, server, access_token):
+    # A window longer than the test: the first 3 sends pass, the next ones are over the app's rate.
+    assert client.request("POST", "/_control/inject", {"rate_limit": {"count": 3, "window_s": 600}})[0] == 200
+    answers = [client.send(access_token, message(f"t{n}")) for n in range(5)]
+    assert [status for status, _, _ in answers] == [200, 200, 200, 503, 503]
+    assert "code" not in answers[3][2], "HMS documents no result code for its flow control"
+    assert server.state.snapshot()["rate_limited"] == 2
+    assert client.request("POST", "/_control/inject", {"rate_limit": None})[0] == 200
+    assert client.send(access_token, message("t6"))[0] == 200
+    assert client.request("POST", "/_control/inject", {"rate_limit": {"count": 0, "window_s": 1}})[0] == 400
+
+
+def test_rate_limit_window_slides_per_app(server):
+    server.state.inject(rate_limit={"count": 2, "window_s": 1.0})
+    times = (10.0, 10.5, 10.9, 11.45, 12.5)
+    assert [server.state.over_rate_limit("a", t) for t in times] == [False, False, True, True, False]
+    assert server.state.over_rate_limit("other", 11.5) is False, "per app"
