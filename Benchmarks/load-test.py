@@ -138,13 +138,18 @@ def histogram_quantiles(before: str, after: str, name: str) -> dict | None:
                 lower = bounds[i - 1] if i > 0 else 0.0
                 below = cumulative[i - 1] if i > 0 else 0.0
                 if bound == float("inf"):
-                    return lower * 1000  # beyond the last finite bucket: its bound, a lower bound
+                    return float("inf")  # beyond the last finite bucket (reported as "> <its bound>")
                 inside = cumulative[i] - below
                 return (lower + (bound - lower) * ((rank - below) / inside if inside > 0 else 1.0)) * 1000
         return bounds[-1] * 1000
 
-    return {"n": int(total), "p50": round(quantile(0.5), 3), "p90": round(quantile(0.9), 3),
-            "p99": round(quantile(0.99), 3), "p999": round(quantile(0.999), 3)}
+    last = max((b for b in bounds if b != float("inf")), default=0.0) * 1000
+
+    def shown(q: float):
+        value = quantile(q)
+        return round(value, 3) if value != float("inf") else f">{last:g}"
+
+    return {"n": int(total), "p50": shown(0.5), "p90": shown(0.9), "p99": shown(0.99), "p999": shown(0.999)}
 
 
 def app_ids(count: int) -> list[str]:
@@ -643,7 +648,7 @@ def main() -> int:
             if gateway:
                 result["gateway_ms"] = gateway
                 result["rest_ms_estimate"] = {
-                    "p50": round(window["p50_ms"] - gateway["p50"], 2), "p99": round(window["p99_ms"] - gateway["p99"], 2)}
+                    q: round(window[f"{q}_ms"] - gateway[q], 2) for q in ("p50", "p99") if isinstance(gateway[q], float)}
             match = histogram_quantiles(metrics0, metrics1, "pushgateway_gateway_match_latency_seconds")
             if match:
                 result["gateway_match_ms"] = match
