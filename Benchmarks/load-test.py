@@ -6,6 +6,7 @@
     python3 Benchmarks/load-test.py --backlog 30000                   # (c) drain a backlog of 30,000 events
                                                                       #     (× fan-out 10 = 300,000 notifications)
     ... --kafka-prop fetch.wait.max.ms=20    the gateway's consumer polls Tansu every 20 ms instead of 500 ms
+    ... --fetch-wait-ms 20                   the same (the gateway's and the --observe consumer's fetch.wait.max.ms)
     ... --observe                            also time broker-only produce → consume (perturbs the run)
     ... --webhook                            webhook subscriptions instead of FCM devices (implies --tls)
     ... --quota N                            each app's fcm.maxSendsPerMinute (its FCM project's pace; default:
@@ -35,7 +36,12 @@ notifications/s (median of the window's per-second counts; for a backlog, of the
 and the last send), exact p50/p90/p99 latency over the window, the CPU used by each process during it (from
 /proc, in % of one core, and in µs of CPU per notification), and whether every expected notification arrived
 (`complete`; a run where some did not exits with status 1: a backlog that makes no progress for 30 s ends the
-wait). One JSON result line at the end (also written to --json-out when given). Every process is stopped at the end; all waits are bounded.
+wait). In rate mode, the gateway's own latency is read from its /metrics, scraped at the window's start and after
+its last notification (bucket deltas, interpolated within a bucket like Prometheus' histogram_quantile):
+`gateway_ms` is record fetched by the consumer's poll → provider request handed to the HTTP client
+(pushgateway_gateway_latency_seconds, first attempts), `gateway_match_ms` fetched → queued for delivery, and
+`rest_ms_estimate` the end-to-end quantile minus the gateway's (produce → fetched, i.e. the broker's wait, plus the
+request's way through TLS to the fake; a difference of quantiles, so an estimate). One JSON result line at the end (also written to --json-out when given). Every process is stopped at the end; all waits are bounded.
 """
 from __future__ import annotations
 
@@ -98,6 +104,52 @@ def top_threads(a: dict, b: dict, seconds: float, n: int = 6) -> dict:
     """The `n` busiest threads between two thread_ticks snapshots, in % of one core, by thread name."""
     busy = sorted(((b[k] - a.get(k, 0), k) for k in b), reverse=True)[:n]
     return {f"{name}#{tid}": round(100.0 * d / CLK_TCK / seconds, 1) for d, (tid, name) in busy if d > 0}
+
+
+def histogram_buckets(text: str, name: str) -> dict:
+    """{le: cumulative count} of histogram `name` in a Prometheus text exposition, summed over its series."""
+    out: dict = {}
+    prefix = name + "_bucket{"
+    for line in text.splitlines():
+        if not line.startswith(prefix):
+            continue
+        labels, _, value = line[len(prefix):].rpartition("} ")
+        le = next((l.split("=", 1)[1].strip('"') for l in labels.split(",") if l.startswith("le=")), None)
+        if le is not None:
+            bound = float("inf") if le == "+Inf" else float(le)
+            out[bound] = out.get(bound, 0.0) + float(value)
+    return out
+
+
+def histogram_quantiles(before: str, after: str, name: str) -> dict | None:
+    """p50/p90/p99/p99.9 in ms of what histogram `name` recorded between two scrapes (bucket deltas), each
+    interpolated linearly within its bucket like Prometheus' histogram_quantile; None when nothing was recorded."""
+    b0, b1 = histogram_buckets(before, name), histogram_buckets(after, name)
+    bounds = sorted(b1)
+    cumulative = [b1[b] - b0.get(b, 0.0) for b in bounds]
+    if not cumulative or cumulative[-1] <= 0:
+        return None
+    total = cumulative[-1]
+
+    def quantile(q: float) -> float:
+        rank = q * total
+        for i, bound in enumerate(bounds):
+            if cumulative[i] >= rank:
+                lower = bounds[i - 1] if i > 0 else 0.0
+                below = cumulative[i - 1] if i > 0 else 0.0
+                if bound == float("inf"):
+                    return float("inf")  # beyond the last finite bucket (reported as "> <its bound>")
+                inside = cumulative[i] - below
+                return (lower + (bound - lower) * ((rank - below) / inside if inside > 0 else 1.0)) * 1000
+        return bounds[-1] * 1000
+
+    last = max((b for b in bounds if b != float("inf")), default=0.0) * 1000
+
+    def shown(q: float):
+        value = quantile(q)
+        return round(value, 3) if value != float("inf") else f">{last:g}"
+
+    return {"n": int(total), "p50": shown(0.5), "p90": shown(0.9), "p99": shown(0.99), "p999": shown(0.999)}
 
 
 def app_ids(count: int) -> list[str]:
@@ -272,6 +324,9 @@ def main() -> int:
     ap.add_argument("--max-in-flight-records", type=int, default=20000, help="kafka.maxInFlightRecords")
     ap.add_argument("--kafka-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="extra librdkafka property for the gateway (kafka.properties), e.g. fetch.wait.max.ms=10")
+    ap.add_argument("--fetch-wait-ms", type=int, default=None,
+                    help="the gateway consumer's fetch.wait.max.ms (Tansu answers a fetch only when it expires, so "
+                         "it bounds the broker's part of the latency); librdkafka's default is 500")
     ap.add_argument("--observe", action="store_true",
                     help="also read the change topic with a plain consumer (same kafka props) and report the "
                          "broker-only produce → consume latency, to separate it from the gateway's share")
@@ -287,6 +342,8 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
     args.tls = args.tls or args.webhook
+    if args.fetch_wait_ms is not None:
+        args.kafka_prop.append(f"fetch.wait.max.ms={args.fetch_wait_ms}")
     if args.webhook and args.fanout > 1000:
         ap.error("--webhook: at most 1000 subscribers per path (one uid per path, maxSubscriptionsPerUser)")
 
@@ -446,6 +503,13 @@ def main() -> int:
             return {k: round(1e6 * (b[k] - a[k]) / CLK_TCK / max(1, notifications), 1)
                     for k in a if k not in ("_threads", "load_gen")}
 
+        def scrape_metrics() -> str:
+            try:
+                return session.get(f"http://127.0.0.1:{http_port}/metrics", timeout=5).text
+            except requests.RequestException as error:
+                log(f"scraping /metrics failed: {error}")
+                return ""
+
         observed: list = []  # (ts_ns, consumed_ns) of the observer consumer
         observer_stop = threading.Event()
         observer = None
@@ -535,6 +599,7 @@ def main() -> int:
             end = window_start + args.seconds
             in_window = False
             cpu0 = None
+            metrics0 = ""
             window_t0 = 0.0
             while True:
                 now = time.monotonic()
@@ -545,6 +610,7 @@ def main() -> int:
                     fake.command("reset")
                     measuring = True
                     cpu0 = cpu_snapshot()
+                    metrics0 = scrape_metrics()
                     window_t0 = now
                     window_wall_start = time.time()
                 due = int((now - start) * event_rate) - (produced - start_produced)
@@ -563,6 +629,7 @@ def main() -> int:
             deadline = time.monotonic() + 60
             while fake.total < want and time.monotonic() < deadline:
                 time.sleep(0.2)
+            metrics1 = scrape_metrics()
             with fake.lock:
                 secs = [s["sends"] for s in fake.seconds if window_wall_start + 1 <= s["t"] <= window_wall_end]
             result = {
@@ -577,6 +644,14 @@ def main() -> int:
                 "cpu_us_per_notification": cpu_us_per_notification(cpu0, cpu1, window["sends"]),
                 "per_second": secs,
             }
+            gateway = histogram_quantiles(metrics0, metrics1, "pushgateway_gateway_latency_seconds")
+            if gateway:
+                result["gateway_ms"] = gateway
+                result["rest_ms_estimate"] = {
+                    q: round(window[f"{q}_ms"] - gateway[q], 2) for q in ("p50", "p99") if isinstance(gateway[q], float)}
+            match = histogram_quantiles(metrics0, metrics1, "pushgateway_gateway_match_latency_seconds")
+            if match:
+                result["gateway_match_ms"] = match
         if observer is not None:
             time.sleep(1)
             observer_stop.set()

@@ -299,8 +299,10 @@ final class ChangeConsumer: Service, Sendable {
                     logger.warning("consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
                 }
             case .record(let record):
+                // The gateway's own latency starts here (one clock read per record).
+                let fetchedAt = Uptime.now
                 health.kafkaReachable()
-                guard let admitted = processor.admit(record) else { continue }
+                guard let admitted = processor.admit(record, fetchedAt: fetchedAt) else { continue }
                 workers.run(on: record.partition) { [processor] in processor.process(admitted) }
             }
         }

@@ -6,5 +6,12 @@ protocol DeliveryInput: Sendable {
     /// Queues notifications, each behind what its subscription already has (a revoke is queued like any
     /// other). Non-blocking: called under a partition's lock, in the order the decisions were made there.
     /// Each entry's `holds` are released (``EventTickets``) once it is delivered, stored for retry, or dropped.
-    func enqueue(_ notifications: [PendingNotification])
+    /// `fetchedAt`: when the consumer's poll returned the record they come from (``PendingNotification/fetchedAt``),
+    /// 0 when they come from no record.
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64)
+}
+
+extension DeliveryInput {
+    /// Notifications that come from no fetched record (revokes, sweeps).
+    func enqueue(_ notifications: [PendingNotification]) { enqueue(notifications, fetchedAt: 0) }
 }

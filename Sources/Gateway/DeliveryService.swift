@@ -78,11 +78,16 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     // MARK: DeliveryInput
 
-    func enqueue(_ notifications: [PendingNotification]) {
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64) {
         guard !notifications.isEmpty else { return }
         let now = clock()
+        if fetchedAt != 0 {
+            let queuedAt = Uptime.now
+            metrics.notificationsQueued(afterNanoseconds: queuedAt >= fetchedAt ? queuedAt - fetchedAt : 0)
+        }
         let released = core.withLock { core -> [UInt64] in
-            for notification in notifications {
+            for var notification in notifications {
+                notification.fetchedAt = fetchedAt
                 let key = notification.key
                 let stored = core.queue.isBackingOff(key) || core.stored.contains(key)
                     || (core.queue.pausedUntil(scope: notification.scope) ?? 0) > now
@@ -220,7 +225,10 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             return completed(key)
         }
         let messageID = entry.subscriber.kind == .webhook ? WebhookSender.messageID(origin: entry.origin, body: payload) : ""
-        switch await sender.send(token: entry.subscriber.token, payload: payload, messageID: messageID, options: options) {
+        let outcome = await RequestSubmission.$current.withValue(submissionMark(entry, provider: sender.provider)) {
+            await sender.send(token: entry.subscriber.token, payload: payload, messageID: messageID, options: options)
+        }
+        switch outcome {
         case .sent:
             metrics.notificationSent(provider: sender.provider)
             board?.sent(app: entry.app, project: sender.project)
@@ -245,6 +253,13 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
                 failed(key, entry, failure, provider: sender.provider)
             }
         }
+    }
+
+    /// The first attempt of a notification from a fetched record records the gateway's own latency when the sender
+    /// hands its request to the HTTP client (``RequestSubmission``); a retry (or an adopted line) records nothing.
+    private func submissionMark(_ entry: PendingNotification, provider: String) -> RequestSubmission.Mark? {
+        guard entry.attempt == 0, entry.fetchedAt != 0 else { return nil }
+        return RequestSubmission.Mark(fetchedAt: entry.fetchedAt, observer: metrics.gatewayLatency(provider: provider))
     }
 
     private func completed(_ key: RetryKey) {

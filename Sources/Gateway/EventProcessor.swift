@@ -52,11 +52,14 @@ final class EventProcessor: Sendable {
         /// The partition's state when the record was admitted: a record admitted before the partition was given up
         /// and taken back (loaded again, read again from its committed offset) is not matched by the new one.
         let owner: PartitionState
+        /// When the consumer's poll returned the record (``Uptime``), for the gateway's own latency.
+        let fetchedAt: UInt64
     }
 
     /// On the poll thread, in the partition's order: waits for capacity, and tracks the record (its offset, its
     /// ticket) when this replica owns its partition. Nil: nothing to do (left to the partition's next owner).
-    func admit(_ record: KafkaRecord) -> Admitted? {
+    /// `fetchedAt`: when the poll returned it (``Uptime``).
+    func admit(_ record: KafkaRecord, fetchedAt: UInt64) -> Admitted? {
         ledger.waitForCapacity()
         // A record of a partition given up (revoked, or superseded) that was already fetched: left to the partition's
         // next owner, which reads it again from the committed offset. Not tracked here: nothing of it may hold the
@@ -68,7 +71,7 @@ final class EventProcessor: Sendable {
         let companion = isUserNotification(record)
         ledger.start(partition: record.partition, offset: record.offset, companion: companion)
         let ticket = tickets.open(partition: record.partition, offset: record.offset, topic: companion ? record.topic : nil)
-        return Admitted(record: record, ticket: ticket, owner: owner)
+        return Admitted(record: record, ticket: ticket, owner: owner, fetchedAt: fetchedAt)
     }
 
     private func isUserNotification(_ record: KafkaRecord) -> Bool {
@@ -125,8 +128,8 @@ final class EventProcessor: Sendable {
         let timestamp = event.timestampMs > 0 ? event.timestampMs : (record.timestampMs ?? 0)
         let now = Date().timeIntervalSince1970
         let outcome = partition.process(
-            event, offset: record.offset, profile: profile, now: Int64(now), eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, ticket: ticket,
-            tickets: tickets, delivery: delivery, payloads: payloads)
+            event, offset: record.offset, profile: profile, now: Int64(now), eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil,
+            fetchedAt: admitted.fetchedAt, ticket: ticket, tickets: tickets, delivery: delivery, payloads: payloads)
         metrics.eventsConsumed.increment()
         if outcome.notifications > 0 { metrics.eventsMatched.increment() }
         if outcome.expired > 0 {
@@ -169,8 +172,8 @@ final class EventProcessor: Sendable {
         let timestamp = notification.timestampMs > 0 ? notification.timestampMs : (record.timestampMs ?? 0)
         let sent = partition.notifyUser(
             notification, profile: profile, now: Int64(Date().timeIntervalSince1970),
-            eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, ticket: ticket, tickets: tickets, delivery: delivery,
-            payloads: payloads)
+            eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, fetchedAt: admitted.fetchedAt, ticket: ticket,
+            tickets: tickets, delivery: delivery, payloads: payloads)
         metrics.userNotifications(devices: sent)
     }
 

@@ -42,6 +42,10 @@ public final class GatewayMetrics: Sendable {
     private let counters = Mutex<[String: Counter]>([:])
     private let gauges = Mutex<[String: Gauge]>([:])
     let requestDurations = Mutex<[String: DurationHistogram]>([:])
+    /// `pushgateway_gateway_latency_seconds` by provider (``gatewayLatency(provider:)``).
+    let gatewayLatencies = Mutex<[String: GatewayLatencyRecorder]>([:])
+    /// `pushgateway_gateway_match_latency_seconds` (``notificationsQueued(afterNanoseconds:)``).
+    let matchLatency: ValueHistogram
 
     /// `pushgateway_<name>_<unit>`.
     private static func name(_ metricName: String, unit: String = "", help: String) -> MetricNameDescriptor {
@@ -74,6 +78,7 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.name(
                 "end_to_end_latency", unit: "seconds", help: "From the change event's timestamp to the provider's answer"),
             buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30])
+        matchLatency = registry.makeValueHistogram(descriptor: Self.matchLatencyName, buckets: Self.gatewayLatencyBuckets)
         ready = registry.makeGauge(
             descriptor: Self.name("ready", help: "1 while this replica is ready (GET /readyz answers 200), else 0"))
         stateLoaded = registry.makeGauge(
@@ -105,6 +110,7 @@ public final class GatewayMetrics: Sendable {
         }
         for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }
         ownershipFencedStart()
+        for provider in ["fcm", "hms", "webhook"] { _ = gatewayLatency(provider: provider) }
         for reason in ["queue_full", "rejected", "expired", "no_hook", "shutdown"] {
             _ = counter("hookdropped", Self.eventHookDroppedName, [("reason", reason)])
         }

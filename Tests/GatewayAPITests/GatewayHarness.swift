@@ -53,6 +53,8 @@ final class FakeSender: PushSender, Sendable {
     }
 
     func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
+        // Where a real sender hands its request to the HTTP client: the gateway's own latency ends here.
+        RequestSubmission.submitted()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state -> Bool in
                 if state.held { state.waiters.append(continuation) }
@@ -183,15 +185,18 @@ final class GatewayHarness: Sendable {
 
     var finished: [Int64] { finishedOffsets.values }
 
-    /// Matches one event as the consumer would (its ticket released when its work is done).
+    /// Matches one event as the consumer would (its ticket released when its work is done); `fetchedAt`: when the
+    /// consumer's poll returned it (``Uptime``; 0: unknown).
     @discardableResult
-    func process(_ event: ChangeEvent, offset: Int64, now: Int64 = Int64(Date().timeIntervalSince1970)) throws -> EventOutcome {
+    func process(
+        _ event: ChangeEvent, offset: Int64, now: Int64 = Int64(Date().timeIntervalSince1970), fetchedAt: UInt64 = 0
+    ) throws -> EventOutcome {
         let profile = try XCTUnwrap(profiles.profile(event.app))
         let ticket = tickets.open(partition: store.partitionIndex(ofApp: event.app), offset: offset)
         defer { tickets.release(ticket) }
         return try partition(ofApp: event.app).process(
-            event, offset: offset, profile: profile, now: now, eventTime: nil, ticket: ticket, tickets: tickets,
-            delivery: delivery, payloads: payloads)
+            event, offset: offset, profile: profile, now: now, eventTime: nil, fetchedAt: fetchedAt, ticket: ticket,
+            tickets: tickets, delivery: delivery, payloads: payloads)
     }
 
     /// The API service over this harness.

@@ -39,14 +39,29 @@ def test_counters_increase_with_traffic(stack, uniq, token_factory):
         after = stack.gateway.metrics()
         ev = events_consumed(after) - events_consumed(before)
         no = notifications_count(after) - notifications_count(before)
-        return (ev >= 3 and no >= 3) and (ev, no)
+        # The gateway's own latency (fetched → provider request handed to the HTTP client, first attempts) and its
+        # first part (fetched → queued), one observation per notification / per matched record.
+        own = total(after, "pushgateway_gateway_latency_seconds_count", 'provider="fcm"') \
+            - total(before, "pushgateway_gateway_latency_seconds_count", 'provider="fcm"')
+        queued = total(after, "pushgateway_gateway_match_latency_seconds_count") \
+            - total(before, "pushgateway_gateway_match_latency_seconds_count")
+        return (ev >= 3 and no >= 3 and own >= 3 and queued >= 3) and (ev, no, own, queued)
 
     text = stack.gateway.metrics_text()
     names = sorted(counter_types(text))
     assert any("notification" in n for n in names), f"no metric family about notifications: {names}"
     wait_for(grown, timeout=15, what="event and notification counters to grow by >= 3",
              on_timeout=lambda: "\n".join(f"{x.name}{x.labels} {x.value}" for x in stack.gateway.metrics()
-                                          if "event" in x.name or "notification" in x.name))
+                                          if "event" in x.name or "notification" in x.name or "latency" in x.name))
+    # Every observation is a duration: the latency histograms' sums never decrease.
+    after = stack.gateway.metrics()
+    for name in ("pushgateway_gateway_latency_seconds_sum", "pushgateway_gateway_match_latency_seconds_sum"):
+        assert total(after, name) >= total(before, name), name
+
+
+def total(samples, name: str, label: str = "") -> float:
+    """The sum of `name`'s samples (those whose labels contain `label`)."""
+    return sum(s.value for s in samples if s.name == name and label in (s.labels or ""))
 
 
 def test_consumer_lag_is_exported_per_partition(stack):

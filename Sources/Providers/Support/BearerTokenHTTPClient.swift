@@ -37,6 +37,8 @@ struct BearerTokenHTTPClient<Failure: ProviderFailure>: Sendable {
                 method: .post, url: url,
                 headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")],
                 body: body, timeout: timeout)
+            // The gateway's own latency ends here, at the first request (not at the repeat after a refused token).
+            if !refreshedOnce { RequestSubmission.submitted() }
             let response = try await http.answer(to: request, unanswered: Failure.transportFailure, cancelled: "send cancelled")
             switch read(response) {
             case .sent(let success):

@@ -65,6 +65,7 @@ public struct WebhookClient: Sendable {
         request.connectAddress = first.description
         request.caFile = settings.caFile
         let response: HTTPResponse
+        RequestSubmission.submitted()
         do {
             response = try await http.send(request)
         } catch let error as HTTPClientError {

@@ -32,7 +32,7 @@ public struct RetryKey: Sendable, Hashable {
 
 /// A notification waiting in the ``DeliveryQueue``: what to send, to whom, and its retry state.
 ///
-/// `holds` and `payload` are transient (never stored in the state topic, ignored by `==`): `holds` are the
+/// `holds`, `payload`, `eventTime` and `fetchedAt` are transient (never stored in the state topic, ignored by `==`): `holds` are the
 /// caller's opaque ids of what waits for this notification to be settled (e.g. the change event whose offset
 /// may move only then), `payload` the bytes already built for it (nil: build them at send time).
 public struct PendingNotification: Sendable, Equatable {
@@ -65,6 +65,9 @@ public struct PendingNotification: Sendable, Equatable {
     /// Transient: when the change event was written upstream (seconds since the epoch), for the end-to-end
     /// latency; nil when unknown.
     public var eventTime: Double?
+    /// Transient: when the consumer's poll returned the record that caused it (monotonic nanoseconds,
+    /// `DispatchTime.uptimeNanoseconds`), for the gateway's own latency; 0 when unknown (adopted lines, revokes).
+    public var fetchedAt: UInt64 = 0
 
     public init(
         app: String, path: DataPath, subscriber: SubscriberKey, format: NotificationFormat,
@@ -86,7 +89,7 @@ public struct PendingNotification: Sendable, Equatable {
 
     public var key: RetryKey { RetryKey(app: app, path: path, subscriber: subscriber) }
 
-    /// The stored fields only (`holds` and `payload` are transient).
+    /// The stored fields only (`holds`, `payload`, `eventTime` and `fetchedAt` are transient).
     public static func == (left: PendingNotification, right: PendingNotification) -> Bool {
         left.key == right.key && left.format == right.format && left.encryption == right.encryption && left.content == right.content
             && left.scope.bytesEqual(right.scope) && left.origin == right.origin && left.firstFailureAt == right.firstFailureAt
