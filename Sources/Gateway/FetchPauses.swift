@@ -1,5 +1,4 @@
 import KafkaClient
-import Synchronization
 
 /// Why a change partition (and its companion) is not fetched.
 enum PauseReason: Hashable, Sendable {
@@ -13,10 +12,10 @@ enum PauseReason: Hashable, Sendable {
 /// it, so the reasons never resume each other (a partition that drained its budget while it loads stays paused
 /// until loaded, and one loaded while over its budget stays paused until it drains).
 ///
-/// The consumer is told inside the lock, so the pauses and resumes of one partition reach it in the order of the
-/// decisions.
+/// The consumer is told inside the partition's lock, so the pauses and resumes of one partition reach it in the
+/// order of the decisions; partitions do not share a lock.
 final class FetchPauses: Sendable {
-    private let held = Mutex<[Int32: Set<PauseReason>]>([:])
+    private let held = PartitionStripes<Set<PauseReason>>()
     private let pauseFetching: @Sendable ([Int32]) -> Void
     private let resumeFetching: @Sendable ([Int32]) -> Void
 
@@ -42,36 +41,30 @@ final class FetchPauses: Sendable {
 
     /// `reason` holds `partitions`: those no reason held before stop being fetched.
     func hold(_ partitions: some Sequence<Int32>, for reason: PauseReason) {
-        held.withLock { held in
-            var stopped: [Int32] = []
-            for partition in partitions {
-                if held[partition, default: []].isEmpty { stopped.append(partition) }
-                held[partition, default: []].insert(reason)
+        for partition in partitions {
+            held.withLock(partition) { reasons in
+                if reasons?.isEmpty ?? true { pauseFetching([partition]) }
+                reasons = (reasons ?? []).union([reason])
             }
-            if !stopped.isEmpty { pauseFetching(stopped.sorted()) }
         }
     }
 
     /// `reason` no longer holds `partitions`: those no other reason holds are fetched again.
     func release(_ partitions: some Sequence<Int32>, for reason: PauseReason) {
-        held.withLock { held in
-            var restarted: [Int32] = []
-            for partition in partitions {
-                guard var reasons = held[partition], reasons.remove(reason) != nil else { continue }
-                held[partition] = reasons.isEmpty ? nil : reasons
-                if reasons.isEmpty { restarted.append(partition) }
+        for partition in partitions {
+            held.withLock(partition) { reasons in
+                guard reasons?.remove(reason) != nil, reasons?.isEmpty ?? true else { return }
+                reasons = nil
+                resumeFetching([partition])
             }
-            if !restarted.isEmpty { resumeFetching(restarted.sorted()) }
         }
     }
 
     /// Forgets `partitions` (revoked: no longer fetched here at all; an assignment starts with no reason held).
     func forget(_ partitions: some Sequence<Int32>) {
-        held.withLock { held in
-            for partition in partitions { held[partition] = nil }
-        }
+        for partition in partitions { held.withLock(partition) { $0 = nil } }
     }
 
     /// The reasons holding `partition` (empty: fetched).
-    func reasons(_ partition: Int32) -> Set<PauseReason> { held.withLock { $0[partition] ?? [] } }
+    func reasons(_ partition: Int32) -> Set<PauseReason> { held.withLock(partition) { $0 ?? [] } }
 }

@@ -1,7 +1,6 @@
 import Dispatch
 import KafkaClient
 import PushCore
-import Synchronization
 
 /// How many records of one change partition (with its companion) may be in flight before that partition alone is
 /// paused, and how far they must drain before it is fetched again.
@@ -38,19 +37,22 @@ struct InFlightShare: Sendable, Equatable {
 /// The companion topic's partition p (user notifications, assigned with change partition p) is tracked alongside
 /// change partition p: assigned, counted in flight (against p's share), paused and forgotten with it.
 final class OffsetLedger: Sendable {
-    private struct State {
-        var trackers: [TopicPartition: OffsetTracker] = [:]
-        /// Unfinished records per change partition (with its companion's): what its share bounds. A tracker's
-        /// `inFlight` also counts the finished records after an unfinished one (not committable yet).
-        var unfinished: [Int32: Int] = [:]
-        /// Change partitions paused because their records in flight reached their share.
-        var overBudget: Set<Int32> = []
+    /// One change partition's records in flight (with its companion partition's).
+    private struct PartitionLedger: Sendable {
+        var change = OffsetTracker()
+        var companion = OffsetTracker()
+        /// Unfinished records of both topics: what the share bounds. A tracker's `inFlight` also counts the finished
+        /// records after an unfinished one (not committable yet).
+        var unfinished = 0
+        /// Paused because its records in flight reached its share.
+        var overBudget = false
     }
 
     private let storeOffsets: @Sendable ([TopicPartition: Int64]) -> Void
     private let topic: String
     private let companion: String?
-    private let state = Mutex(State())
+    /// Each partition behind its own lock: records of different partitions never wait for each other here.
+    private let partitions = PartitionStripes<PartitionLedger>()
     private let capacity: DispatchSemaphore
     private let share: InFlightShare
     private let pauses: FetchPauses
@@ -94,20 +96,18 @@ final class OffsetLedger: Sendable {
         capacity.signal()
     }
 
-    /// The topics tracked for a partition number: the change topic, and the companion when there is one.
-    private func both(_ partition: Int32) -> [TopicPartition] { FetchPauses.fetched([partition], topic: topic, companion: companion) }
-
     /// A record is being worked on (call in offset order, per partition). `companion`: it is of the companion topic.
     /// The partition is paused when this record fills its share.
     func start(partition: Int32, offset: Int64, companion: Bool = false) {
-        let key = TopicPartition(topic: companion ? (self.companion ?? topic) : topic, partition: partition)
-        state.withLock { state in
-            state.trackers[key, default: OffsetTracker()].start(offset)
-            state.unfinished[partition, default: 0] += 1
-            guard !state.overBudget.contains(partition), state.unfinished[partition, default: 0] >= share.limit else { return }
-            state.overBudget.insert(partition)
+        partitions.withLock(partition) { entry in
+            if entry == nil { entry = PartitionLedger() }
+            // Stored properties, mutated in place (a tracker copied out and back would copy its offsets).
+            if companion { entry?.companion.start(offset) } else { entry?.change.start(offset) }
+            entry?.unfinished += 1
+            guard entry?.overBudget == false, (entry?.unfinished ?? 0) >= share.limit else { return }
+            entry?.overBudget = true
             pauses.hold([partition], for: .budget)
-            metrics.partitionsPausedForBudget.set(Double(state.overBudget.count))
+            metrics.partitionsPausedForBudget.increment()  // counted up and down: partitions change it concurrently
         }
     }
 
@@ -115,51 +115,54 @@ final class OffsetLedger: Sendable {
     /// partition be fetched again (for its budget) once its records in flight are down to the low-water mark.
     /// `topic`: nil for the change topic.
     func finish(partition: Int32, offset: Int64, topic: String? = nil) {
-        let key = TopicPartition(topic: topic ?? self.topic, partition: partition)
-        let position = state.withLock { state -> Int64? in
-            guard state.trackers[key] != nil else { return nil }
-            let position = state.trackers[key]?.finish(offset)
-            let unfinished = max(0, state.unfinished[partition, default: 0] - 1)
-            state.unfinished[partition] = unfinished > 0 ? unfinished : nil
-            if state.overBudget.contains(partition), unfinished <= share.resumeAt {
-                releaseBudget(of: [partition], in: &state)
+        let isCompanion = topic.map { $0 != self.topic } ?? false
+        let position = partitions.withLock(partition) { entry -> Int64? in
+            guard entry != nil else { return nil }
+            let position = isCompanion ? entry?.companion.finish(offset) : entry?.change.finish(offset)
+            let unfinished = max(0, (entry?.unfinished ?? 0) - 1)
+            entry?.unfinished = unfinished
+            if entry?.overBudget == true, unfinished <= share.resumeAt {
+                entry?.overBudget = false
+                releaseBudget(of: partition)
             }
             return position
         }
+        let key = TopicPartition(topic: isCompanion ? (topic ?? self.topic) : self.topic, partition: partition)
         if let position { storeOffsets([key: position]) }
         giveBack()
     }
 
-    private func releaseBudget(of partitions: Set<Int32>, in state: inout State) {
-        let released = state.overBudget.intersection(partitions)
-        guard !released.isEmpty else { return }
-        state.overBudget.subtract(released)
-        pauses.release(released, for: .budget)
-        metrics.partitionsPausedForBudget.set(Double(state.overBudget.count))
+    /// Under `partition`'s lock, once its ledger says it is no longer over its budget.
+    private func releaseBudget(of partition: Int32) {
+        pauses.release([partition], for: .budget)
+        metrics.partitionsPausedForBudget.decrement()
     }
 
     func assigned(_ partitions: [Int32]) {
-        state.withLock { state in
-            for key in partitions.flatMap(both) where state.trackers[key] == nil { state.trackers[key] = OffsetTracker() }
+        for partition in partitions {
+            self.partitions.withLock(partition) { entry in
+                if entry == nil { entry = PartitionLedger() }
+            }
         }
     }
 
     /// Forgets revoked partitions (and their budget pauses); `abandoned` records of theirs were never finished:
     /// their places are given back (the new owner consumes them again).
     func revoked(_ partitions: [Int32], abandoned: Int) {
-        state.withLock { state in
-            for key in partitions.flatMap(both) { state.trackers[key] = nil }
-            for partition in partitions { state.unfinished[partition] = nil }
-            releaseBudget(of: Set(partitions), in: &state)
+        for partition in partitions {
+            self.partitions.withLock(partition) { entry in
+                if entry?.overBudget == true { releaseBudget(of: partition) }
+                entry = nil
+            }
         }
         for _ in 0..<abandoned { giveBack() }
     }
 
     /// Unfinished records of `partition` (change and companion topics).
-    func inFlight(_ partition: Int32) -> Int { state.withLock { $0.unfinished[partition] ?? 0 } }
+    func inFlight(_ partition: Int32) -> Int { partitions.withLock(partition) { $0?.unfinished ?? 0 } }
 
     /// Whether `partition` is paused for its budget.
-    func isOverBudget(_ partition: Int32) -> Bool { state.withLock { $0.overBudget.contains(partition) } }
+    func isOverBudget(_ partition: Int32) -> Bool { partitions.withLock(partition) { $0?.overBudget ?? false } }
 
-    var totalInFlight: Int { state.withLock { $0.trackers.values.reduce(0) { $0 + $1.inFlight } } }
+    var totalInFlight: Int { partitions.reduce(0) { $0 + $1.change.inFlight + $1.companion.inFlight } }
 }
