@@ -28,6 +28,8 @@ final class ChangeConsumer: Service, Sendable {
     private let delivery: DeliveryService
     private let tickets: EventTickets
     private let ledger: OffsetLedger
+    /// Why each partition is not fetched (loading here, its budget in the ledger): fetched only when nothing holds it.
+    private let pauses: FetchPauses
     private let membership: Membership
     private let health: Health
     private let sweeper: RevocationSweeper
@@ -47,7 +49,7 @@ final class ChangeConsumer: Service, Sendable {
 
     init(
         consumer: KafkaConsumer, topic: String, companion: String? = nil, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
-        tickets: EventTickets, ledger: OffsetLedger, membership: Membership, health: Health, sweeper: RevocationSweeper,
+        tickets: EventTickets, ledger: OffsetLedger, pauses: FetchPauses, membership: Membership, health: Health, sweeper: RevocationSweeper,
         drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60),
         workers: PartitionWorkers = PartitionWorkers(count: 0), logger: Logger
     ) {
@@ -63,18 +65,12 @@ final class ChangeConsumer: Service, Sendable {
         self.delivery = delivery
         self.tickets = tickets
         self.ledger = ledger
+        self.pauses = pauses
         self.membership = membership
         self.health = health
         self.ownership = health.ownership
         self.drainTimeout = drainTimeout
         self.logger = logger
-    }
-
-    /// The change topic's partitions and their companions'.
-    private func fetched(_ partitions: some Sequence<Int32>) -> [TopicPartition] {
-        partitions.flatMap { partition in
-            [TopicPartition(topic: topic, partition: partition)] + (companion.map { [TopicPartition(topic: $0, partition: partition)] } ?? [])
-        }
     }
 
     var owned: Set<Int32> { ownership.snapshot.owned }
@@ -106,6 +102,8 @@ final class ChangeConsumer: Service, Sendable {
             }
             // No longer owned: the others hear of it at once.
             ownership.forget(gone, fenced: false)
+            // No longer fetched here: no pause reason carries over to a later assignment.
+            pauses.forget(gone)
             if !lost { drain(partitions) }
             abandonWork(of: gone)
             for partition in partitions {
@@ -157,7 +155,8 @@ final class ChangeConsumer: Service, Sendable {
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).
         sweeper.poke()
         guard ownership.loaded(partition) else { return }
-        consumer.resume(fetched([partition]))
+        // Fetched again unless its records in flight still fill its share (then once they drain).
+        pauses.release([partition], for: .loading)
         logger.info("consuming partition", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartition: "\(partition)"])
     }
 
@@ -170,7 +169,7 @@ final class ChangeConsumer: Service, Sendable {
     /// assigned here: a broker that keeps a stale member's assignment) makes this replica take it back.
     func fenced(_ partition: Int32) {
         let topicPartition = TopicPartition(topic: topic, partition: partition)
-        consumer.pause(fetched([partition]))
+        pauses.hold([partition], for: .loading)
         ownership.forget([partition], fenced: true)
         abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
@@ -192,10 +191,10 @@ final class ChangeConsumer: Service, Sendable {
     private func take(_ assigned: Set<Int32>, takenBack: Set<Int32> = []) {
         let partitions = assigned.union(takenBack)
         guard !partitions.isEmpty else { return }
-        consumer.pause(fetched(partitions))
+        pauses.hold(partitions, for: .loading)
         if !takenBack.isEmpty {
             do {
-                try consumer.seekToCommitted(fetched(takenBack), timeoutMs: 10_000)
+                try consumer.seekToCommitted(FetchPauses.fetched(takenBack, topic: topic, companion: companion), timeoutMs: 10_000)
             } catch {
                 logger.error(
                     "cannot read a partition taken back from its committed offset: its unfinished records may be skipped",

@@ -145,6 +145,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var partitioner = KeyPartitioner.consistentRandom
         /// Records in flight (consumed, notifications not yet handed over) before consumption pauses.
         public var maxInFlightRecords = 5000
+        /// Records in flight of one change partition (with its user-notifications partition) before that partition
+        /// alone pauses, until they drain to half. 0: derived from `maxInFlightRecords` (``InFlightShare/derived(maxInFlight:floor:)``).
+        public var maxInFlightRecordsPerPartition = 0
         /// Threads that match change records, each partition always on the same one (so in order), partitions
         /// spread over them. 0: one per core. 1 by default: with the delivery path shared by all partitions, more
         /// matching threads only take the cores the sends need (Benchmarks/README.md, "Partitions matched in
@@ -295,6 +298,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
         guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
+        guard (0...kafka.maxInFlightRecords).contains(kafka.maxInFlightRecordsPerPartition) else {
+            throw ConfigurationError("kafka.maxInFlightRecordsPerPartition must be 0 (derived) to kafka.maxInFlightRecords")
+        }
         guard (0...64).contains(kafka.workers) else { throw ConfigurationError("kafka.workers must be 0 (one per core) to 64") }
         guard state.standbyReplicas >= 0 else { throw ConfigurationError("state.standbyReplicas must be 0 or more") }
         guard http.writeTimeoutMs > 0, kafka.startupTimeoutSeconds > 0 else {
@@ -451,9 +457,15 @@ extension GatewayConfiguration.Shutdown {
 }
 
 extension GatewayConfiguration.Kafka {
+    /// Each change partition's share of `maxInFlightRecords` (``OffsetLedger``).
+    var inFlightShare: InFlightShare {
+        maxInFlightRecordsPerPartition > 0
+            ? InFlightShare(limit: maxInFlightRecordsPerPartition) : .derived(maxInFlight: maxInFlightRecords)
+    }
+
     enum CodingKeys: String, CodingKey {
         case brokers, groupId, changesTopic, deadLetterTopic, userNotificationsTopic, stateTopic, snapshotRequestsTopic, membersTopic, partitioner, partitions
-        case embeddedBrokerPort, properties, maxInFlightRecords, startupTimeoutSeconds, workers
+        case embeddedBrokerPort, properties, maxInFlightRecords, maxInFlightRecordsPerPartition, startupTimeoutSeconds, workers
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -471,6 +483,8 @@ extension GatewayConfiguration.Kafka {
         embeddedBrokerPort = try c.decodeIfPresent(Int.self, forKey: .embeddedBrokerPort) ?? embeddedBrokerPort
         properties = try c.decodeIfPresent([String: String].self, forKey: .properties) ?? properties
         maxInFlightRecords = try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecords) ?? maxInFlightRecords
+        maxInFlightRecordsPerPartition =
+            try c.decodeIfPresent(Int.self, forKey: .maxInFlightRecordsPerPartition) ?? maxInFlightRecordsPerPartition
         startupTimeoutSeconds = try c.decodeIfPresent(Int.self, forKey: .startupTimeoutSeconds) ?? startupTimeoutSeconds
         workers = try c.decodeIfPresent(Int.self, forKey: .workers) ?? workers
     }

@@ -166,9 +166,10 @@ public struct GatewayApp {
             properties: consumerProperties, logger: logger, companions: userNotificationsTopic.map { [changesTopic: $0] } ?? [:],
             onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) },
             onEvent: clientEvents("consumer"))
+        let pauses = FetchPauses(consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic)
         let ledger = OffsetLedger(
             consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, maxInFlight: kafka.maxInFlightRecords,
-            metrics: metrics)
+            share: kafka.inFlightShare, pauses: pauses, metrics: metrics)
         let tickets = EventTickets(onFinished: { topic, partition, offset in ledger.finish(partition: partition, offset: offset, topic: topic) })
         let payloads = PayloadBuilder(metrics: metrics, logger: logger)
         let board = AppStatusBoard()
@@ -188,7 +189,7 @@ public struct GatewayApp {
             logger: logger)
         let changes = ChangeConsumer(
             consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, store: store, processor: processor, delivery: delivery,
-            tickets: tickets, ledger: ledger, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
+            tickets: tickets, ledger: ledger, pauses: pauses, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
             takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)),
             workers: PartitionWorkers(count: kafka.workers), logger: logger)
         store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) }, releaseTicket: { tickets.release($0) },

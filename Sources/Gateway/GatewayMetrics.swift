@@ -17,6 +17,8 @@ public final class GatewayMetrics: Sendable {
     public let standbySubscriptions: Gauge
     public let shadows: Gauge
     public let inFlightRecords: Gauge
+    /// Change partitions whose fetching is paused because their records in flight reached their share of the budget.
+    public let partitionsPausedForBudget: Gauge
     public let latency: ValueHistogram
     public let retryBacklog: Gauge
     public let retryInFlight: Gauge
@@ -68,6 +70,9 @@ public final class GatewayMetrics: Sendable {
             descriptor: Self.name("shadows", help: "Nodes whose data is kept for value/childEvent subscriptions"))
         inFlightRecords = registry.makeGauge(
             descriptor: Self.name("records_in_flight", help: "Consumed records whose notifications are not yet answered"))
+        partitionsPausedForBudget = registry.makeGauge(
+            descriptor: Self.name(
+                "partitions_paused_for_budget", help: "Change partitions not fetched because their records in flight reached their share"))
         retryBacklog = registry.makeGauge(
             descriptor: Self.name("retry_backlog", help: "Notifications waiting for a retry (this replica's apps)"))
         retryInFlight = registry.makeGauge(

@@ -268,6 +268,30 @@ def test_delay(client, server, access_token):
     assert time.monotonic() - started >= 0.3
 
 
+def test_project_delay_slows_that_project_only(client, server):
+    """``project_delay_ms`` delays the answers of one project (a slow provider project); the others answer at
+    once. A request is recorded when it arrives, before its delay."""
+    tokens = {}
+    for project in ("slow-project", "quick-project"):
+        status, payload = client.token(client.assertion(server.create_service_account(project)))
+        assert status == 200, payload
+        tokens[project] = payload["access_token"]
+    server.state.inject(project_delay_ms={"slow-project": 1500})
+    started = time.monotonic()
+    assert client.send(tokens["quick-project"], {"token": "q"}, project="quick-project")[0] == 200
+    assert time.monotonic() - started < 1.5
+    sent_at = time.time()
+    started = time.monotonic()
+    assert client.send(tokens["slow-project"], {"token": "s"}, project="slow-project")[0] == 200
+    assert time.monotonic() - started >= 1.5
+    record = [s for s in server.state.snapshot()["sends"] if s["token"] == "s"][0]
+    assert record["time"] - sent_at < 1.5, "recorded on arrival"
+    server.state.inject(project_delay_ms={"slow-project": 0})
+    started = time.monotonic()
+    assert client.send(tokens["slow-project"], {"token": "s"}, project="slow-project")[0] == 200
+    assert time.monotonic() - started < 1.5
+
+
 @pytest.mark.skipif(shutil.which("curl") is None, reason="needs the curl command")
 def test_tls_with_alpn_h2(tmp_path):
     with fake_fcm.FakeFCMServer(tls_dir=str(tmp_path)) as server:
