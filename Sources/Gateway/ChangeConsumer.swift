@@ -92,6 +92,12 @@ final class ChangeConsumer: Service, Sendable {
             // is read again from its committed offset too.
             let assigned = Set(topicPartitions.filter { $0.topic == topic }.map(\.partition))
             let again = assigned.intersection(ownership.snapshot.owned)
+            if !again.isEmpty {
+                // Its unfinished records are read again from the committed offset: their old tickets and places go,
+                // or records matched against the replaced state would hold the partition's share of the in-flight
+                // budget (and a place of the replica's) for good.
+                ledger.revoked(Array(again), abandoned: tickets.abandon(partitions: again))
+            }
             take(assigned.subtracting(again), takenBack: Set(confirmed).union(again))
         case .revoked(let topicPartitions, let lost):
             let partitions = topicPartitions.filter { $0.topic == topic }.map(\.partition)
