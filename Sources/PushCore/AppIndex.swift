@@ -375,7 +375,8 @@ public final class AppIndex {
             if !entries.isEmpty {
                 byUser[ExactString(uid)] = entries
             } else {
-                storedBytes -= HeapCost.string(uid)
+                // The user's last subscription: its uid and its emptied list (freed with it) go.
+                storedBytes -= HeapCost.string(uid) + Self.entryBytes(entries)
             }
         }
         return removed
