@@ -152,8 +152,11 @@ public final class AppIndex {
         HeapCost.array(capacity: entries.capacity, stride: MemoryLayout<UserEntry>.stride)
     }
 
+    /// By the segment count, not the array's capacity: the capacity Swift reports comes from the block malloc
+    /// returned, which may be larger than asked (a reused free block), so it would make the estimate differ from
+    /// ``bytesToSubscribe(path:subscriber:settings:)``'s prediction now and then.
     private static func pathBytes(_ path: DataPath) -> Int {
-        HeapCost.array(capacity: path.segments.capacity, stride: MemoryLayout<ExactString>.stride)
+        HeapCost.array(capacity: path.segments.count, stride: MemoryLayout<ExactString>.stride)
     }
 
     /// The bytes that subscribing `subscriber` at `path` would add: what a create reserves against the byte
