@@ -101,7 +101,7 @@ final class AppIndexRemovalTests: XCTestCase {
     }
 
     private func runRandomSequence(seed: UInt64, steps: Int) throws {
-        var random = SeededGenerator(seed: seed)
+        var random = RetryTestRandom(seed: seed)  // SplitMix64 (RetryTests): a fixed seed, the same sequence every run
         let index = AppIndex(app: "a")
         var model: [ModelKey: SubscriptionSettings] = [:]
         let segments = ["a", "b", "c"]
@@ -203,18 +203,5 @@ final class AppIndexRemovalTests: XCTestCase {
             return (subscribers, earliest)
         }
         XCTAssertEqual(visit(index.root, isRoot: true).subscribers, model.count, context)
-    }
-}
-
-/// SplitMix64: a fixed seed gives the same sequence on every run and platform.
-private struct SeededGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var value = state
-        value = (value ^ (value >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        value = (value ^ (value >> 27)) &* 0x94D0_49BB_1331_11EB
-        return value ^ (value >> 31)
     }
 }
