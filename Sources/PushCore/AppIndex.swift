@@ -14,14 +14,36 @@ public final class AppIndex {
     /// A trie node. Kept small: most nodes only lead to others; what a node with subscribers needs lives in
     /// its ``Payload``.
     final class Node {
+        // Field order matters: the 4-byte bound fits in the padding after the map's tag, so the fields take
+        // 40 bytes and the object a 64-byte block. A node in the tree always has subscribers in its subtree (an
+        // emptied node is removed at once), so no count of them is kept.
         var children = CompactMap<ExactString, Node>()
+        /// ``earliestExpiry`` in 32 bits: 0 stands for every bound at or before the epoch, `UInt32.max` for none.
+        private var expiryBound: UInt32 = .max
         /// Nil while nobody is subscribed here.
         var payload: Payload?
-        /// Subscribers in this node's subtree, itself included.
-        var subtreeCount: Int32 = 0
-        /// A lower bound of the earliest expiry in this subtree (exact right after an expiry scan visited it):
-        /// the scan skips every subtree whose bound is in the future.
-        var earliestExpiry: Int64 = .max
+
+        /// A lower bound of the earliest expiry in this subtree, seconds (exact right after an expiry scan visited
+        /// it, unless it is at or before the epoch or after 2106): the scan skips every subtree whose bound is in
+        /// the future. Stored rounded down to 32 bits, so it stays a lower bound.
+        var earliestExpiry: Int64 {
+            get {
+                switch expiryBound {
+                case .max: return .max
+                case 0: return .min
+                default: return Int64(expiryBound)
+                }
+            }
+            set {
+                if newValue == .max {
+                    expiryBound = .max
+                } else if newValue <= 0 {
+                    expiryBound = 0
+                } else {
+                    expiryBound = UInt32(min(newValue, Int64(UInt32.max - 1)))
+                }
+            }
+        }
 
         var subscriberCount: Int { payload?.subscribers.count ?? 0 }
         var dataSubscriberCount: Int32 { payload?.dataSubscriberCount ?? 0 }
@@ -43,9 +65,8 @@ public final class AppIndex {
     // their heap cost follows the fields (``HeapCost/object(fields:)``).
     private struct NodeFields {
         var children: CompactMap<ExactString, Node>
+        var expiryBound: UInt32
         var payload: Payload?
-        var subtreeCount: Int32
-        var earliestExpiry: Int64
     }
     private struct PayloadFields {
         var subscribers: CompactMap<SubscriberKey, SubscriptionSettings>
@@ -131,8 +152,11 @@ public final class AppIndex {
         HeapCost.array(capacity: entries.capacity, stride: MemoryLayout<UserEntry>.stride)
     }
 
+    /// By the segment count, not the array's capacity: the capacity Swift reports comes from the block malloc
+    /// returned, which may be larger than asked (a reused free block), so it would make the estimate differ from
+    /// ``bytesToSubscribe(path:subscriber:settings:)``'s prediction now and then.
     private static func pathBytes(_ path: DataPath) -> Int {
-        HeapCost.array(capacity: path.segments.capacity, stride: MemoryLayout<ExactString>.stride)
+        HeapCost.array(capacity: path.segments.count, stride: MemoryLayout<ExactString>.stride)
     }
 
     /// The bytes that subscribing `subscriber` at `path` would add: what a create reserves against the byte
@@ -277,7 +301,6 @@ public final class AppIndex {
             }
             return .refreshed
         }
-        for member in chain { member.subtreeCount += 1 }
         subscriptionCount += 1
         count(owner: settings.owner, by: 1)
         let device = subscriber.device
@@ -326,16 +349,14 @@ public final class AppIndex {
             storedBytes -= Self.payloadBytes + Int(payload.shadowBytes)
             node.payload = nil
         }
-        root.subtreeCount -= 1
-        for (parent, key) in chain {
-            guard let child = parent.children[key] else { break }
-            child.subtreeCount -= 1
-            if child.subtreeCount == 0 {
-                let held = parent.children.heapBytes
-                parent.children.removeValue(forKey: key)
-                storedBytes += parent.children.heapBytes - held - Self.subtreeBytes(child, key: key)
-                break
-            }
+        // Nodes left with no subscriber below them go, from the bottom up.
+        var emptied = node
+        for (parent, key) in chain.reversed() {
+            guard emptied.payload == nil, emptied.children.isEmpty else { break }
+            let held = parent.children.heapBytes
+            parent.children.removeValue(forKey: key)
+            storedBytes += parent.children.heapBytes - held - Self.nodeBytes - HeapCost.string(key.string)
+            emptied = parent
         }
         subscriptionCount -= 1
         count(owner: removed.owner, by: -1)
@@ -357,19 +378,11 @@ public final class AppIndex {
             if !entries.isEmpty {
                 byUser[ExactString(uid)] = entries
             } else {
-                storedBytes -= HeapCost.string(uid)
+                // The user's last subscription: its uid and its emptied list (freed with it) go.
+                storedBytes -= HeapCost.string(uid) + Self.entryBytes(entries)
             }
         }
         return removed
-    }
-
-    /// The bytes of a subtree being dropped: every node with its key and child map (a node without
-    /// subscribers below it holds no payload).
-    private static func subtreeBytes(_ node: Node, key: ExactString) -> Int {
-        var total = nodeBytes + HeapCost.string(key.string) + node.children.heapBytes
-        if let payload = node.payload { total += payloadBytes + Int(payload.shadowBytes) + payload.subscribers.heapBytes }
-        node.children.forEach { childKey, child in total += subtreeBytes(child, key: childKey) }
-        return total
     }
 
     private func count(owner: ExactString?, by delta: Int32) {
@@ -598,7 +611,6 @@ public final class AppIndex {
         storedBytes = Self.baseBytes
         root.children.removeAll()
         root.payload = nil
-        root.subtreeCount = 0
         root.earliestExpiry = .max
         subscriptionCount = 0
         byUser = [:]

@@ -65,9 +65,7 @@ extension AppIndex {
                     applyAt(node, event: event, notify: notify, now: now, into: &output)
                 }
                 node.children.forEach { key, child in
-                    if child.subtreeCount > 0 {
-                        applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
-                    }
+                    applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
                 }
                 return output
             }
@@ -172,9 +170,7 @@ extension AppIndex {
             }
         }
         node.children.forEach { key, child in
-            if child.subtreeCount > 0 {
-                applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
-            }
+            applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
         }
     }
 

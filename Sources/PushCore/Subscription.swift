@@ -93,10 +93,8 @@ public struct DeviceKey: Sendable, Hashable {
 
 /// The mutable part of a subscription.
 public struct SubscriptionSettings: Sendable, Equatable {
-    /// Expiry, seconds since the Unix epoch.
-    public var expiresAt: Int64
-    public var mode: SubscriptionMode
-    public var format: NotificationFormat
+    // Field order: the one-byte fields last, so the struct is 42 bytes and the fields that follow it in a
+    // payload (AppIndex) fit in its tail.
     /// The uid of the auth token the subscription was made with (nil without a token), so that the app's
     /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid.
     public var authUID: String?
@@ -113,6 +111,11 @@ public struct SubscriptionSettings: Sendable, Equatable {
     /// v2 only: the device's own public key; its notifications are encrypted for it alone. Nil: the app's key
     /// (or none) decides, as for every other subscription.
     public var encryption: DeviceEncryption?
+
+    /// Expiry, seconds since the Unix epoch.
+    public var expiresAt: Int64
+    public var mode: SubscriptionMode
+    public var format: NotificationFormat
 
     public init(
         mode: SubscriptionMode, format: NotificationFormat = .v1, expiresAt: Int64, authUID: String? = nil,

@@ -412,6 +412,49 @@ final class PartitionMachineTests: XCTestCase {
         XCTAssertNil(machine.promote(uptime: 102, now: 1_000), "promoted once")
     }
 
+    /// Issue 19: a standby follows creates and tombstones of one key, its siblings and a deeper path (the owner's
+    /// acknowledged deletes, as the zombie test writes them), then takes over: what was deleted stays deleted, and
+    /// a create of it is a new subscription.
+    func testTombstonesFollowedInStandbyAndAtTheLoadStayDeletedAfterTheTakeover() throws {
+        var machine = PartitionMachine(role: .standby)
+        let previous: [UInt8] = [9, 9]
+        func v2(_ path: String, _ token: String, _ uid: String) throws -> Subscription {
+            Subscription(
+                path: try DataPath(path), subscriber: SubscriberKey(token: token, uid: uid),
+                settings: SubscriptionSettings(mode: .noData, expiresAt: 4_000_000_000, authUID: uid))
+        }
+        let a = try v2("/z/v2", "ta", "user1")
+        let b = try v2("/z/v2", "tb", "user2")
+        let deep = try v2("/z/v2/deeper/still", "tc", "user3")
+        func created(_ subscription: Subscription) -> StateRecord { .subscription(SubscriptionRecord(app: Rig.app, subscription: subscription)) }
+        func deleted(_ subscription: Subscription) -> StateRecord {
+            .subscription(.deletion(app: Rig.app, path: subscription.path, subscriber: subscription.subscriber))
+        }
+        let records = [
+            created(a), created(b), deleted(a), created(deep), deleted(deep), created(a), deleted(b), deleted(a), created(b), deleted(b),
+        ]
+        machine.readMarker(tag: previous, offset: 0)
+        for (offset, record) in records.enumerated() {
+            // As read back from the topic: a tombstone has no value.
+            let read = try StateRecord.decode(key: record.key, value: record.value)
+            XCTAssertTrue(machine.contents.applyFromLog(read, key: record.key, offset: Int64(offset + 1), tag: previous))
+        }
+        let index = try XCTUnwrap(machine.contents.existingApp(Rig.app)?.index)
+        for subscription in [a, b, deep] {
+            XCTAssertNil(index.subscription(path: subscription.path, subscriber: subscription.subscriber), "\(subscription.subscriber.token)")
+        }
+        XCTAssertEqual(index.subscriptionCount, 0)
+        XCTAssertEqual(index.allSubscriptions(), [], "nothing is left of a deleted subscription")
+        machine.setRole(.loading)
+        machine.willWriteMarker(tag: Rig.tag)
+        machine.markerWritten(tag: Rig.tag, offset: Int64(records.count + 1), writtenAt: 100)
+        machine.readMarker(tag: Rig.tag, offset: Int64(records.count + 1))
+        let promoted = try XCTUnwrap(machine.promote(uptime: 101, now: 1_000))
+        XCTAssertEqual(promoted.actions, [], "nothing superseded to rewrite")
+        XCTAssertEqual(index.subscriptions(ofUser: "user1"), [])
+        XCTAssertEqual(index.subscribe(path: a.path, subscriber: a.subscriber, settings: a.settings), .created)
+    }
+
     func testAPartitionGivenUpDuringItsLoadIsNotPromoted() {
         var machine = PartitionMachine(role: .loading)
         machine.setRole(.released)

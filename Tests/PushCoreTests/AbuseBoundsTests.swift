@@ -52,6 +52,24 @@ final class AbuseBoundsTests: XCTestCase {
         XCTAssertEqual(Set(index.expiredSubscriptions(now: 950).map(\.subscriber.token)), ["new", "later"])
     }
 
+    /// The bounds are kept in 32 bits (seconds from the epoch to 2106): expiries outside that range are still found.
+    func testExpiryScanFindsExpiriesBeforeTheEpochAndAfter2106() throws {
+        let index = AppIndex(app: "a")
+        let far: Int64 = 5_000_000_000
+        index.subscribe(path: try DataPath("/p/past"), subscriber: SubscriberKey(token: "past"), settings: .init(mode: .noData, expiresAt: -5))
+        index.subscribe(path: try DataPath("/f/far"), subscriber: SubscriberKey(token: "far"), settings: .init(mode: .noData, expiresAt: far))
+        XCTAssertEqual(index.expiredSubscriptions(now: -6), [])
+        XCTAssertEqual(index.expiredSubscriptions(now: -5).map(\.subscriber.token), ["past"])
+        index.unsubscribe(path: try DataPath("/p/past"), subscriber: SubscriberKey(token: "past"))
+        XCTAssertEqual(index.expiredSubscriptions(now: far - 1), [])
+        XCTAssertLessThanOrEqual(index.root.earliestExpiry, far, "a lower bound")
+        XCTAssertEqual(index.expiredSubscriptions(now: far).map(\.subscriber.token), ["far"])
+        index.unsubscribe(path: try DataPath("/f/far"), subscriber: SubscriberKey(token: "far"))
+        XCTAssertTrue(index.root.children.isEmpty, "emptied nodes are removed up to the root")
+        XCTAssertEqual(index.expiredSubscriptions(now: .max), [])
+        XCTAssertEqual(index.root.earliestExpiry, .max)
+    }
+
     /// 400 keys deep, as in the review: the scans walk it once, with one path stack (no quadratic copies).
     func testDeepPathsAreScannedLinearly() throws {
         let index = AppIndex(app: "a")
