@@ -179,6 +179,30 @@ class Injection:
         self.status, self.body, self.headers, self.remaining = status, body, headers, count
 
 
+
+class SlidingWindowQuota:
+    """A provider's send quota per key (an FCM project, an HMS app): a send that would make more than `count` sends
+    of its key within any `window_s` seconds (a sliding window, not aligned to any clock) is over it. Refused sends
+    count too, as a quota of requests does. Not thread-safe: its owner's lock guards it."""
+
+    def __init__(self, count: int, window_s: float):
+        if count < 1 or window_s <= 0:
+            raise ValueError("rate_limit needs count >= 1 and window_s > 0")
+        self.count, self.window_s = count, window_s
+        self.recent: dict[str, collections.deque] = {}  # key -> arrival times within the window
+
+    @classmethod
+    def from_spec(cls, spec: dict | None) -> "SlidingWindowQuota | None":
+        """From an injection's {"count": N, "window_s": W}; None turns the quota off."""
+        return None if spec is None else cls(int(spec["count"]), float(spec["window_s"]))
+
+    def over(self, key: str, now: float) -> bool:
+        recent = self.recent.setdefault(key, collections.deque())
+        while recent and recent[0] <= now - self.window_s:
+            recent.popleft()
+        recent.append(now)
+        return len(recent) > self.count
+
 class FakeFCMState:
     """Everything the fake knows; thread-safe (the server loop and test threads both use it)."""
 
@@ -202,8 +226,7 @@ class FakeFCMState:
             self.project_delays_ms: dict[str, int] = {}
             self.token_expires_in = self.default_token_expires_in
             self.message_ids = itertools.count(1)
-            self.rate_limit: tuple[int, float] | None = None
-            self.recent_sends: dict[str, collections.deque] = {}  # project -> arrival times in the window
+            self.rate_limit: SlidingWindowQuota | None = None
             self.rate_limited = 0
 
     # --- configuration -------------------------------------------------------------------------
@@ -223,14 +246,7 @@ class FakeFCMState:
         """See the module docstring (POST /_fake/inject); keyword arguments are the JSON fields."""
         with self._lock:
             if rate_limit is not ...:
-                if rate_limit is None:
-                    self.rate_limit = None
-                else:
-                    count, window = int(rate_limit["count"]), float(rate_limit["window_s"])
-                    if count < 1 or window <= 0:
-                        raise ValueError("rate_limit needs count >= 1 and window_s > 0")
-                    self.rate_limit = (count, window)
-                self.recent_sends.clear()
+                self.rate_limit = SlidingWindowQuota.from_spec(rate_limit)
             if delay_ms is not None:
                 self.delay_ms = max(0, int(delay_ms))
             if project_delay_ms is not None:
@@ -271,8 +287,10 @@ class FakeFCMState:
     def over_rate_limit(self, project: str, now: float) -> bool:
         """Counts a send of `project` arriving at `now`; true when it makes more than the limit within the window."""
         with self._lock:
-            if self.rate_limit is None:
+            if self.rate_limit is None or not self.rate_limit.over(project, now):
                 return False
+            self.rate_limited += 1
+            return True
             count, window = self.rate_limit
             recent = self.recent_sends.setdefault(project, collections.deque())
             while recent and recent[0] <= now - window:

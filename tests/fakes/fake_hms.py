@@ -113,6 +113,7 @@ from fake_fcm import (  # noqa: E402
     make_self_signed_cert,
     quiet_cancellations,
     respond,
+    SlidingWindowQuota,
 )
 
 MAX_RECORDED_SENDS = 100_000
@@ -187,8 +188,7 @@ class FakeHMSState:
             self.token_endpoint_errors: collections.deque = collections.deque()
             self.delay_ms = 0
             self.token_expires_in = self.default_token_expires_in
-            self.rate_limit: tuple[int, float] | None = None
-            self.recent_sends: dict[str, collections.deque] = {}
+            self.rate_limit: SlidingWindowQuota | None = None
             self.rate_limited = 0
 
     # --- configuration -------------------------------------------------------------------------
@@ -208,14 +208,7 @@ class FakeHMSState:
         """See the module docstring (POST /_control/inject); keyword arguments are the JSON fields."""
         with self._lock:
             if rate_limit is not ...:
-                if rate_limit is None:
-                    self.rate_limit = None
-                else:
-                    count, window = int(rate_limit["count"]), float(rate_limit["window_s"])
-                    if count < 1 or window <= 0:
-                        raise ValueError("rate_limit needs count >= 1 and window_s > 0")
-                    self.rate_limit = (count, window)
-                self.recent_sends = {}
+                self.rate_limit = SlidingWindowQuota.from_spec(rate_limit)
             if delay_ms is not None:
                 self.delay_ms = max(0, int(delay_ms))
             if token_expires_in is not None:
@@ -265,8 +258,10 @@ class FakeHMSState:
     def over_rate_limit(self, app_id: str, now: float) -> bool:
         """Counts a send of `app_id` arriving at `now`; true when it makes more than the limit within the window."""
         with self._lock:
-            if self.rate_limit is None:
+            if self.rate_limit is None or not self.rate_limit.over(app_id, now):
                 return False
+            self.rate_limited += 1
+            return True
             count, window = self.rate_limit
             recent = self.recent_sends.setdefault(app_id, collections.deque())
             while recent and recent[0] <= now - window:
