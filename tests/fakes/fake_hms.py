@@ -262,15 +262,6 @@ class FakeHMSState:
                 return False
             self.rate_limited += 1
             return True
-            count, window = self.rate_limit
-            recent = self.recent_sends.setdefault(app_id, collections.deque())
-            while recent and recent[0] <= now - window:
-                recent.popleft()
-            recent.append(now)
-            if len(recent) > count:
-                self.rate_limited += 1
-                return True
-            return False
 
     # --- request handling (called on the server's loop) ----------------------------------------
 
