@@ -49,12 +49,14 @@ final class FakeSender: PushSender, Sendable {
     }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        await send(token: token, payload: payload, messageID: "", options: .none)
+        await send(token: token, payload: payload, messageID: "", options: .none, submission: nil)
     }
 
-    func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
+    func send(
+        token: String, payload: [UInt8], messageID: String, options: DeliveryOptions, submission: RequestSubmission?
+    ) async -> DeliveryOutcome {
         // Where a real sender hands its request to the HTTP client: the gateway's own latency ends here.
-        RequestSubmission.submitted()
+        submission?.submitted()
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state -> Bool in
                 if state.held { state.waiters.append(continuation) }
@@ -88,6 +90,9 @@ final class FakeSender: PushSender, Sendable {
 final class GatewayHarness: Sendable {
     static let stateTopic = "state"
     static let partitions: Int32 = 4
+    /// Delivery lanes of every harness unless a test says otherwise: more than one, so that every test of the
+    /// delivery path runs it split in lanes (``DeliveryService``).
+    static let lanes = 3
 
     let log: InMemoryLog
     let store: StateStore
@@ -105,7 +110,7 @@ final class GatewayHarness: Sendable {
     init(
         apps: [String: AppSettings], log: InMemoryLog? = nil, sender: FakeSender = FakeSender(),
         policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0),
-        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000
+        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000, lanes: Int = GatewayHarness.lanes
     ) throws {
         let log = log ?? InMemoryLog(topics: [Self.stateTopic: Self.partitions])
         self.log = log
@@ -130,7 +135,7 @@ final class GatewayHarness: Sendable {
         payloads = PayloadBuilder(metrics: metrics, logger: logger)
         delivery = DeliveryService(
             profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger,
-            maxInFlight: maxInFlight, policy: policy)
+            maxInFlight: maxInFlight, policy: policy, lanes: lanes)
         let fenced = fencedPartitions
         let delivery = delivery
         let store = store
