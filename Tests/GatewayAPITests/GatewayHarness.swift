@@ -26,6 +26,8 @@ final class FakeSender: PushSender, Sendable {
     let project: String
     private let state = Mutex<(sent: [Sent], attempts: [Sent], script: [String: [DeliveryOutcome]], held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
         ([], [], [:], false, []))
+    /// Sends in progress now, and the most there ever were at once.
+    private let concurrency = Mutex<(now: Int, most: Int)>((0, 0))
 
     /// `provider` "fcm" or "hms" makes it a provider project's sender (``AppProfile/admissions(for:)``).
     init(provider: String = "fake", project: String = "fake") {
@@ -39,14 +41,22 @@ final class FakeSender: PushSender, Sendable {
     /// Sends wait until ``release()``.
     func hold() { state.withLock { $0.held = true } }
 
-    func release() {
+    func release() { release(keepHolding: false) }
+
+    /// Lets the sends held now go on; `keepHolding`: the next ones are held again.
+    func release(keepHolding: Bool) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.held = false
+            state.held = keepHolding
             defer { state.waiters = [] }
             return state.waiters
         }
         waiters.forEach { $0.resume() }
     }
+
+    /// Sends waiting for ``release()`` now.
+    var heldCount: Int { state.withLock { $0.waiters.count } }
+    /// The most sends that were in progress at once.
+    var mostConcurrent: Int { concurrency.withLock { $0.most } }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
         await send(token: token, payload: payload, messageID: "", options: .none, submission: nil)
@@ -57,6 +67,8 @@ final class FakeSender: PushSender, Sendable {
     ) async -> DeliveryOutcome {
         // Where a real sender hands its request to the HTTP client: the gateway's own latency ends here.
         submission?.submitted()
+        concurrency.withLock { ($0.now, $0.most) = ($0.now + 1, max($0.most, $0.now + 1)) }
+        defer { concurrency.withLock { $0.now -= 1 } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state -> Bool in
                 if state.held { state.waiters.append(continuation) }
