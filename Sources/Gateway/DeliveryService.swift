@@ -27,7 +27,6 @@ import Synchronization
 ///   event's offset) is released once it is stored. A replica that takes the partition over adopts the lines.
 /// - Revocations: a revoke is queued like any notification; once it is delivered (or discarded), the
 ///   subscription's tombstone is written (``PartitionState/finalizeRevocation(_:)``).
-///
 /// - Lanes (`delivery.lanes`, one per core by default): the queue is split in ``DeliveryLane``s, each with its own
 ///   lock and send loop, so the sends of different projects do not take one lock. A subscription's line, and every
 ///   notification counted in one admission scope (its provider project for FCM and HMS, its app for webhooks and
