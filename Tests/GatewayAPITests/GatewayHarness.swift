@@ -102,9 +102,11 @@ final class FakeSender: PushSender, Sendable {
 final class GatewayHarness: Sendable {
     static let stateTopic = "state"
     static let partitions: Int32 = 4
-    /// Delivery lanes of every harness unless a test says otherwise: more than one, so that every test of the
-    /// delivery path runs it split in lanes (``DeliveryService``).
-    static let lanes = 3
+    /// Delivery lanes of every harness unless a test says otherwise: the gateway's default (one per core), at least
+    /// two, so that every test of the delivery path runs it split in lanes (``DeliveryService``).
+    /// `GATEWAY_TEST_LANES` sets another number (1: one queue, as before lanes).
+    static let lanes = ProcessInfo.processInfo.environment["GATEWAY_TEST_LANES"].flatMap { Int($0) }
+        ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
 
     let log: InMemoryLog
     let store: StateStore
