@@ -38,6 +38,7 @@ let package = Package(
         .package(url: "https://github.com/jpsim/Yams", exact: "6.2.2"),
         // Already in the graph through Hummingbird; named for the embedded broker's fixed port (BrokerPortForwarder).
         .package(url: "https://github.com/apple/swift-nio", exact: "2.101.3"),
+        .package(url: "https://github.com/apple/swift-collections", exact: "1.6.0"),
     ],
     targets: [
         // C libraries, each behind one module map.
@@ -51,7 +52,9 @@ let package = Package(
         // The metadata keys of every log line (`LoggingKeys`).
         .target(name: "GatewayLogging", swiftSettings: strict),
         // Pure domain: paths, subscriptions, matching, shadows, payloads, size rules. No I/O.
-        .target(name: "PushCore", dependencies: ["CompactJSON"], swiftSettings: strict),
+        .target(
+            name: "PushCore", dependencies: ["CompactJSON", .product(name: "DequeModule", package: "swift-collections")],
+            swiftSettings: strict),
         // The partition as a state machine: inputs in, actions out; no I/O, no locks, no clock.
         .target(name: "GatewayCore", dependencies: ["PushCore", "CompactJSON"], swiftSettings: strict),
         // Generated from proto/ (see scripts/generate-proto); committed.

@@ -1,3 +1,7 @@
+#if defined(__linux__)
+#define _GNU_SOURCE
+#include <pthread.h>
+#endif
 #include "CCurlShims.h"
 
 CURLcode CCurlShims_easy_setopt_long(CURL *handle, CURLoption option, long value) {
@@ -48,4 +52,14 @@ int CCurlShims_msg_done(const CURLMsg *message, CURL **easy, CURLcode *result) {
 unsigned int CCurlShims_version_num(void) {
     const curl_version_info_data *info = curl_version_info(CURLVERSION_NOW);
     return info == NULL ? 0 : info->version_num;
+}
+
+void CCurlShims_name_current_thread(const char *name) {
+#if defined(__linux__)
+    (void)pthread_setname_np(pthread_self(), name);
+#elif defined(__APPLE__)
+    (void)pthread_setname_np(name);
+#else
+    (void)name;
+#endif
 }

@@ -18,6 +18,13 @@ import Synchronization
 /// connection, cleartext origins go through ``CleartextHTTP2Gate``: one h2c connection per origin carrying at
 /// most ``HTTPClientConfiguration/maxConcurrentStreamsPerConnection`` requests at a time.
 ///
+/// Proxies: ``HTTPClientConfiguration/proxy``, by default the process environment's (`https_proxy`, `no_proxy`,
+/// ...) read once when the client is created (``ProxySettings``).
+///
+/// Per request the thread does as little as it can: easy handles are pooled with their options, and a request
+/// like a handle's last one sets only its URL, body, header list (shared by requests with equal headers) and
+/// callback context.
+///
 /// Call ``shutdown()`` when done: it fails every pending request with ``HTTPClientError/Code/shutdown`` and
 /// joins the thread. Dropping the last reference without it does the same, blocking briefly.
 public final class HTTPClient: Sendable {

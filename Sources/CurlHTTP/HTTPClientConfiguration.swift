@@ -24,6 +24,10 @@ public struct HTTPClientConfiguration: Sendable {
     public var caFile: String?
     /// Responses with a larger body fail with ``HTTPClientError/Code/responseTooLarge``. Default 1 MiB.
     public var maxResponseBodySize: Int
+    /// The proxies to use; nil (the default) reads them from the process environment once, when the client is
+    /// created (``ProxySettings/fromProcessEnvironment()``: `https_proxy`, `HTTPS_PROXY`, `http_proxy`,
+    /// `all_proxy`, `no_proxy`, ...). A request with a ``HTTPRequest/connectAddress`` never uses a proxy.
+    public var proxy: ProxySettings?
 
     public init(
         maxConnectionsPerHost: Int = 2,
@@ -32,7 +36,8 @@ public struct HTTPClientConfiguration: Sendable {
         maxQueuedRequests: Int = 10_000,
         connectTimeout: Duration = .seconds(5),
         caFile: String? = nil,
-        maxResponseBodySize: Int = 1 << 20
+        maxResponseBodySize: Int = 1 << 20,
+        proxy: ProxySettings? = nil
     ) {
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.maxConcurrentStreamsPerConnection = maxConcurrentStreamsPerConnection
@@ -41,6 +46,7 @@ public struct HTTPClientConfiguration: Sendable {
         self.connectTimeout = connectTimeout
         self.caFile = caFile
         self.maxResponseBodySize = maxResponseBodySize
+        self.proxy = proxy
     }
 }
 

@@ -44,6 +44,9 @@ public struct HTTPRequest: Sendable {
     public var connectAddress: String? = nil
     /// A PEM file of CA certificates for this request, instead of the client's ``HTTPClientConfiguration/caFile``.
     public var caFile: String? = nil
+    /// The response headers to keep in ``HTTPResponse/headers`` (any case), nil (the default) for all. Callers
+    /// that read only a few (a provider reads `Retry-After`) save building strings for the rest.
+    public var responseHeaderNames: [String]? = nil
 
     /// Creates a request. The default timeout is 10 seconds.
     public init(

@@ -9,9 +9,12 @@ final class ClientShared: Sendable {
     let configuration: HTTPClientConfiguration
     let multi: CurlMultiHandle
     let state = Mutex(SubmissionState())
+    /// The configuration's proxies, or the process environment's read once, now.
+    let proxy: ProxySettings
 
     init(configuration: HTTPClientConfiguration) throws {
         self.configuration = configuration
+        proxy = configuration.proxy ?? .fromProcessEnvironment()
         multi = try CurlMultiHandle(configuration: configuration)
     }
 }
@@ -32,6 +35,7 @@ final class TransferLoop {
     private var transfers: [UnsafeMutableRawPointer: Transfer] = [:]
     private var handlesByID: [UInt64: UnsafeMutableRawPointer] = [:]
     private var idleHandles: [CurlEasyHandle] = []
+    private var headerLists = HeaderListCache()
     /// Only with a libcurl that cannot reuse h2c prior-knowledge connections.
     private var gate: CleartextHTTP2Gate?
 
@@ -92,8 +96,10 @@ final class TransferLoop {
         let transfer = Transfer(
             slot: slot, easy: easy, maxBodySize: shared.configuration.maxResponseBodySize, gateOrigin: gateOrigin)
         do {
-            try transfer.configure(shared.configuration, cleartextMode: cleartextMode)
+            try transfer.configure(
+                shared.configuration, proxy: shared.proxy, headerLists: &headerLists, cleartextMode: cleartextMode)
         } catch {
+            easy.reset()  // whatever was set before the failure is unknown
             recycle(easy)
             finish(slot, .failure(error), gateOrigin: gateOrigin, usedHTTP2: false, connectionSuspect: false)
             return
@@ -143,7 +149,7 @@ final class TransferLoop {
             guard CCurlShims_msg_done(message, &handle, &code) == 1, let handle,
                   let transfer = transfers[handle]
             else { continue }
-            // Read everything from the handle before it is reset for reuse.
+            // Read everything from the handle before it carries another request.
             let result: Result<HTTPResponse, any Error>
             var usedHTTP2 = false
             var connectionSuspect = false
@@ -182,9 +188,10 @@ final class TransferLoop {
         return transfer
     }
 
+    /// Keeps an idle handle for reuse with its options (``CurlEasyHandle/settings``): the next request like it
+    /// sets only what differs.
     private func recycle(_ easy: CurlEasyHandle) {
         guard idleHandles.count < Self.maxIdleHandles else { return }
-        easy.reset()
         idleHandles.append(easy)
     }
 

@@ -1,3 +1,5 @@
+import CCurlShims
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -33,6 +35,8 @@ final class TransferThread: Sendable {
         let result = pthread_create(&handle, nil, { argument in
             guard let argument else { return nil }
             let body = Unmanaged<Body>.fromOpaque(argument).takeRetainedValue()
+            // Named for profiles and per-thread CPU figures.
+            CCurlShims_name_current_thread("curl-transfer")
             body.run()
             return nil
         }, context)

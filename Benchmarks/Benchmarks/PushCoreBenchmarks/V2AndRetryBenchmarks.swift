@@ -107,6 +107,33 @@ func retryBenchmarks() {
         precondition(queue.count == 10_000 && queue.inFlightCount == 0)
     }
 
+    // A backlog: 1,000 subscriptions with 200 notifications queued each, delivered one by one (each line's head
+    // leaves 200 times). With the line in an array every delivery moved the entries behind the head.
+    let backlog: [PendingNotification] = (0..<1_000).flatMap { subscription in
+        (0..<200).map { number in
+            PendingNotification(
+                app: "app\(subscription % 10)", path: DataPath(validatedSegments: ["users", "b\(subscription)"].map { ExactString($0) }),
+                subscriber: SubscriberKey(token: token(2_000_000 + subscription)), format: .v1, content: .value(value),
+                scope: "fcm:project", origin: "event-\(number)", firstFailureAt: 0)
+        }
+    }
+    Benchmark(
+        "retry queue: drain 1,000 lines of 200 (backlog)",
+        configuration: .init(maxDuration: .seconds(10), maxIterations: 20)
+    ) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let drained = DeliveryQueue()
+            for notification in backlog { drained.enqueue(notification) }
+            var delivered = 0
+            while drained.count > 0 {
+                let due = drained.due(now: 1, limit: 2_000)
+                for head in due { drained.completed(head.key) }
+                delivered &+= due.count
+            }
+            blackHole(delivered)
+        }
+    }
+
     // One subscription's line of 3 pending notifications (v2 value mode: the first one retried twice).
     let key = RetryKey(
         app: "toto", path: DataPath(validatedSegments: ["users", "u42", "inbox"]),

@@ -35,4 +35,7 @@ int CCurlShims_msg_done(const CURLMsg *message, CURL **easy, CURLcode *result);
 /// `curl_version_info(CURLVERSION_NOW)->version_num`: the libcurl version loaded at run time, as 0xXXYYZZ.
 unsigned int CCurlShims_version_num(void);
 
+/// Names the calling thread (Linux: at most 15 characters are kept), as profilers and `/proc` show it.
+void CCurlShims_name_current_thread(const char *name);
+
 #endif

@@ -36,10 +36,12 @@ struct BearerTokenHTTPClient<Failure: ProviderFailure>: Sendable {
             // A token that needs no refresh is read without entering the cache's actor.
             let accessToken: String
             if let fresh = tokens.freshToken() { accessToken = fresh } else { accessToken = try await tokens.accessToken() }
-            let request = HTTPRequest(
+            var request = HTTPRequest(
                 method: .post, url: url,
                 headers: [("Authorization", "Bearer \(accessToken)"), ("Content-Type", "application/json")],
                 body: body, timeout: timeout)
+            // The providers' answers are read from the status, the body and `Retry-After` alone.
+            request.responseHeaderNames = ["retry-after"]
             // The gateway's own latency ends here, at the first request (not at the repeat after a refused token).
             if !refreshedOnce { submission?.submitted() }
             let response = try await http.answer(to: request, unanswered: Failure.transportFailure, cancelled: "send cancelled")

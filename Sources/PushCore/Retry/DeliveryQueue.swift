@@ -1,3 +1,5 @@
+import DequeModule
+
 /// Every notification on its way to a provider, per subscription (``RetryKey``), in order (SPEC §8): the one
 /// place that orders sends, retries and revokes.
 ///
@@ -61,7 +63,8 @@ public final class DeliveryQueue {
 
     /// One subscription's pending notifications; `entries` is never empty.
     struct Line {
-        var entries: [PendingNotification]
+        /// A deque: the head leaves in O(1) (an array moved a long line's every entry on each delivery).
+        var entries: Deque<PendingNotification>
         /// `entries[0]` was handed out by `due` and not resolved yet.
         var inFlight = false
         /// The in-flight head was removed (`removeAll`): drop it when resolved, do not retry it.
@@ -295,10 +298,10 @@ public final class DeliveryQueue {
     public func isBackingOff(_ key: RetryKey) -> Bool { lines[key]?.isBackingOff ?? false }
 
     /// The pending notifications of `key`, head first.
-    public func pending(for key: RetryKey) -> [PendingNotification] { lines[key]?.entries ?? [] }
+    public func pending(for key: RetryKey) -> [PendingNotification] { lines[key].map { Array($0.entries) } ?? [] }
 
     /// The end of the pause of `scope`, if one was set (it may be over).
-    public func pausedUntil(scope: String) -> Double? { pauses[ExactString(scope)] }
+    public func pausedUntil(scope: String) -> Double? { pauses.isEmpty ? nil : pauses[ExactString(scope)] }
 
     /// The holds of entries that left the queue without being handed out since the last call.
     public func takeReleasedHolds() -> [UInt64] {
@@ -309,13 +312,14 @@ public final class DeliveryQueue {
     /// Takes the holds of every entry of `key`'s line (its line was stored: nothing needs to wait for it
     /// any more).
     public func takeHolds(forSubscription key: RetryKey) -> [UInt64] {
-        guard var line = lines[key] else { return [] }
+        // Taken out while it changes (no copy of its entries), and put back.
+        guard var line = lines.removeValue(forKey: key) else { return [] }
         var holds: [UInt64] = []
         for index in line.entries.indices where !line.entries[index].holds.isEmpty {
             holds += line.entries[index].holds
             line.entries[index].holds = []
         }
-        if !holds.isEmpty { lines[key] = line }
+        lines[key] = line
         return holds
     }
 
@@ -379,7 +383,7 @@ public final class DeliveryQueue {
             heap.pop()
             guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
             else { continue }
-            if let until = pauses[ExactString(head.scope)], until > now {
+            if !pauses.isEmpty, let until = pauses[ExactString(head.scope)], until > now {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
@@ -449,7 +453,7 @@ public final class DeliveryQueue {
         else {
             count -= line.entries.count
             lines[key] = nil
-            return .discarded(line.entries)
+            return .discarded(Array(line.entries))
         }
         head.notBefore = at
         line.entries[0] = head
@@ -506,7 +510,7 @@ public final class DeliveryQueue {
                 heap.pop()
                 continue
             }
-            if let until = pauses[ExactString(head.scope)], until > top.time {
+            if !pauses.isEmpty, let until = pauses[ExactString(head.scope)], until > top.time {
                 heap.pop()
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
@@ -532,12 +536,12 @@ public final class DeliveryQueue {
     /// not retried if it fails (its `failed` returns `.superseded`).
     @discardableResult
     public func removeAll(forSubscription key: RetryKey) -> [PendingNotification] {
-        guard var line = lines[key] else { return [] }
+        // Taken out while it changes (no copy of its entries); put back below when its head is in flight.
+        guard var line = lines.removeValue(forKey: key) else { return [] }
         guard line.inFlight else {
-            lines[key] = nil
             count -= line.entries.count
             // Set aside, it holds nothing: its item is stale, skipped when its admission admits the next line.
-            return line.entries
+            return Array(line.entries)
         }
         let removed = Array(line.entries[1...])
         line.entries.removeSubrange(1...)
@@ -574,20 +578,26 @@ public final class DeliveryQueue {
     }
 
     private func effectiveTime(of head: PendingNotification) -> Double {
-        let notBefore = head.notBefore.isNaN ? -Double.infinity : head.notBefore
-        guard let until = pauses[ExactString(head.scope)] else { return notBefore }
+        effectiveTime(notBefore: head.notBefore, scope: head.scope)
+    }
+
+    private func effectiveTime(notBefore: Double, scope: String) -> Double {
+        let notBefore = notBefore.isNaN ? -Double.infinity : notBefore
+        guard !pauses.isEmpty, let until = pauses[ExactString(scope)] else { return notBefore }
         return max(notBefore, until)
     }
 
     /// Pushes a fresh heap item for `key`'s head (invalidating older ones); returns its time.
     @discardableResult
     private func schedule(_ key: RetryKey) -> Double? {
-        guard var line = lines[key], !line.inFlight, let head = line.entries.first else { return nil }
+        // Changed in place (one lookup; neither the line nor its head is copied).
+        guard let index = lines.index(forKey: key), !lines.values[index].inFlight,
+            let notBefore = lines.values[index].entries.first?.notBefore, let scope = lines.values[index].entries.first?.scope
+        else { return nil }
         nextTicket &+= 1
-        line.ticket = nextTicket
-        line.waitedForPace = nil
-        lines[key] = line
-        let time = effectiveTime(of: head)
+        lines.values[index].ticket = nextTicket
+        lines.values[index].waitedForPace = nil
+        let time = effectiveTime(notBefore: notBefore, scope: scope)
         heap.push(WakeUpHeap.Item(time: time, ticket: nextTicket, key: key))
         return time
     }
@@ -662,7 +672,7 @@ public final class DeliveryQueue {
                 for admission in needed where admission.id == id { admissions[id]?.update(admission) }
                 guard admissions[id]?.hasRoom(now: now) ?? true || !needed.contains(where: { $0.id == id }) else { break }
                 admissions[id]?.parked.pop()
-                if let until = pauses[ExactString(head.scope)], until > now {
+                if !pauses.isEmpty, let until = pauses[ExactString(head.scope)], until > now {
                     heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                     continue
                 }

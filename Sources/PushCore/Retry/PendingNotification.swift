@@ -36,9 +36,12 @@ public struct RetryKey: Sendable, Hashable {
 /// caller's opaque ids of what waits for this notification to be settled (e.g. the change event whose offset
 /// may move only then), `payload` the bytes already built for it (nil: build them at send time).
 public struct PendingNotification: Sendable, Equatable {
-    public var app: String
-    public var path: DataPath
-    public var subscriber: SubscriberKey
+    /// The subscription (app, path, subscriber), with its hash computed once when the notification is made: the
+    /// key is looked up several times on a notification's way (its line, its stored line, its revocation).
+    public let key: RetryKey
+    public var app: String { key.app }
+    public var path: DataPath { key.path }
+    public var subscriber: SubscriberKey { key.subscriber }
     public var format: NotificationFormat
     /// The device's own key (v2 `encryption`): the payload is encrypted for it, not for the app's key. Stored with
     /// the retries, so a revoke sent after its subscription is gone is still encrypted for the device.
@@ -74,9 +77,7 @@ public struct PendingNotification: Sendable, Equatable {
         encryption: DeviceEncryption? = nil, content: NotificationContent, scope: String = "", origin: String = "",
         firstFailureAt: Double, attempt: Int = 0, notBefore: Double? = nil
     ) {
-        self.app = app
-        self.path = path
-        self.subscriber = subscriber
+        self.key = RetryKey(app: app, path: path, subscriber: subscriber)
         self.format = format
         self.encryption = encryption
         self.content = content
@@ -86,8 +87,6 @@ public struct PendingNotification: Sendable, Equatable {
         self.attempt = attempt
         self.notBefore = notBefore ?? firstFailureAt
     }
-
-    public var key: RetryKey { RetryKey(app: app, path: path, subscriber: subscriber) }
 
     /// The stored fields only (`holds`, `payload`, `eventTime` and `fetchedAt` are transient).
     public static func == (left: PendingNotification, right: PendingNotification) -> Bool {
