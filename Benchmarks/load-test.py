@@ -225,7 +225,8 @@ class TLSFront:
                        check=True, capture_output=True, timeout=60)
         self.port = free_port()
         self.proc = Proc("tls-front", [
-            binary, f"--frontend=127.0.0.1,{self.port}", f"--backend=127.0.0.1,{backend_port};;proto=h2",
+            # Not the system's nghttpx.conf: its frontend (port 3000) would collide with another run's front.
+            binary, "--conf=/dev/null", f"--frontend=127.0.0.1,{self.port}", f"--backend=127.0.0.1,{backend_port};;proto=h2",
             "--single-process", "--workers=1", "--no-ocsp", "--frontend-http2-max-concurrent-streams=1000",
             "--backend-http2-max-concurrent-streams=1000", "--accesslog-file=/dev/null", "--log-level=WARN",
             key, self.ca_file], workdir)

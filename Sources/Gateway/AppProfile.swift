@@ -83,6 +83,12 @@ public final class AppProfile: Sendable {
         return [.rate(pace), inFlight]
     }
 
+    /// The scope whose admissions a notification to `kind` is counted in: its provider project (`fcm:<id>`,
+    /// `hms:<id>`: in-flight limit and pace, shared by every app sending through it), else the app (its webhook
+    /// hosts' gates, the console sink). The delivery service keeps each such scope in one lane
+    /// (``DeliveryService``), so that project-wide limits are counted in one place.
+    func admissionScope(for kind: SubscriberKind) -> String { providerSender(for: kind)?.project ?? name }
+
     /// The sender of `kind` when it is a provider's (FCM for `.mobile`, HMS for `.huawei`), not the console sink.
     private func providerSender(for kind: SubscriberKind) -> (any PushSender)? {
         guard let sender = senders[kind] else { return nil }

@@ -174,6 +174,16 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var requestTimeoutMs = 10_000
     }
 
+    /// The delivery path (docs/DELIVERY.md).
+    public struct Delivery: Codable, Sendable, Equatable {
+        /// Delivery lanes: each has its own queue, lock and send loop; a subscription, and every notification of one
+        /// provider project (or of one app's webhooks), is always in the same lane. 0 (the default): one per core.
+        public var lanes = 0
+
+        /// The number of lanes in force: ``lanes``, or the cores when 0.
+        public var effectiveLanes: Int { lanes > 0 ? lanes : max(1, ProcessInfo.processInfo.activeProcessorCount) }
+    }
+
     public struct Subscriptions: Codable, Sendable, Equatable {
         /// How often expired subscriptions are revoked.
         public var expirySweepSeconds = 60
@@ -188,6 +198,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var kafka = Kafka()
     public var fcm = FCM()
     public var hms = HMS()
+    public var delivery = Delivery()
     public var subscriptions = Subscriptions()
     public var state = State()
     public var shutdown = Shutdown()
@@ -258,6 +269,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_KAFKA_BROKERS"] { kafka.brokers = value }
         if let value = try int("PUSH_KAFKA_EMBEDDED_BROKER_PORT") { kafka.embeddedBrokerPort = value }
         if let value = try int("PUSH_KAFKA_WORKERS") { kafka.workers = value }
+        if let value = try int("PUSH_DELIVERY_LANES") { delivery.lanes = value }
         if let value = environment["PUSH_KAFKA_GROUP_ID"], !value.isEmpty { kafka.groupId = value }
         if let value = environment["PUSH_KAFKA_CHANGES_TOPIC"], !value.isEmpty { kafka.changesTopic = value }
         if let value = environment["PUSH_KAFKA_DLQ_TOPIC"], !value.isEmpty { kafka.deadLetterTopic = value }
@@ -302,6 +314,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             throw ConfigurationError("kafka.maxInFlightRecordsPerPartition must be 0 (derived) to kafka.maxInFlightRecords")
         }
         guard (0...64).contains(kafka.workers) else { throw ConfigurationError("kafka.workers must be 0 (one per core) to 64") }
+        guard (0...64).contains(delivery.lanes) else { throw ConfigurationError("delivery.lanes must be 0 (one per core) to 64") }
         guard state.standbyReplicas >= 0 else { throw ConfigurationError("state.standbyReplicas must be 0 or more") }
         guard http.writeTimeoutMs > 0, kafka.startupTimeoutSeconds > 0 else {
             throw ConfigurationError("http.writeTimeoutMs and kafka.startupTimeoutSeconds must be positive")
@@ -376,7 +389,7 @@ extension GatewayConfiguration {
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
     enum CodingKeys: String, CodingKey {
-        case http, kafka, fcm, hms, subscriptions, state, shutdown, admin, cluster, logging, apps, appSettings, allowInsecureEndpoints
+        case http, kafka, fcm, hms, delivery, subscriptions, state, shutdown, admin, cluster, logging, apps, appSettings, allowInsecureEndpoints
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -384,6 +397,7 @@ extension GatewayConfiguration {
         kafka = try c.decodeIfPresent(Kafka.self, forKey: .kafka) ?? Kafka()
         fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
         hms = try c.decodeIfPresent(HMS.self, forKey: .hms) ?? HMS()
+        delivery = try c.decodeIfPresent(Delivery.self, forKey: .delivery) ?? Delivery()
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         state = try c.decodeIfPresent(State.self, forKey: .state) ?? State()
         shutdown = try c.decodeIfPresent(Shutdown.self, forKey: .shutdown) ?? Shutdown()
@@ -393,6 +407,14 @@ extension GatewayConfiguration {
         apps = try c.decodeIfPresent([String: AppSettings].self, forKey: .apps) ?? [:]
         appSettings = try c.decodeIfPresent(AppSettingsSource.self, forKey: .appSettings) ?? AppSettingsSource()
         allowInsecureEndpoints = try c.decodeIfPresent(Bool.self, forKey: .allowInsecureEndpoints) ?? false
+    }
+}
+
+extension GatewayConfiguration.Delivery {
+    enum CodingKeys: String, CodingKey { case lanes }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        lanes = try c.decodeIfPresent(Int.self, forKey: .lanes) ?? lanes
     }
 }
 

@@ -13,11 +13,13 @@ public struct FCMSender: PushSender {
     public init(client: FCMClient) { self.client = client }
 
     public func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        await send(token: token, payload: payload, messageID: "", options: .none)
+        await send(token: token, payload: payload, messageID: "", options: .none, submission: nil)
     }
 
-    public func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
-        switch await client.send(token: token, dataJSON: payload, options: options) {
+    public func send(
+        token: String, payload: [UInt8], messageID: String, options: DeliveryOptions, submission: RequestSubmission?
+    ) async -> DeliveryOutcome {
+        switch await client.send(token: token, dataJSON: payload, options: options, submission: submission) {
         case .sent:
             return .sent
         case .failed(let error):

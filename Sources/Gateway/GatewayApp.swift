@@ -175,7 +175,8 @@ public struct GatewayApp {
         let board = AppStatusBoard()
         let eventHook = EventHookService(profiles: profiles, metrics: metrics, logger: logger)
         let delivery = DeliveryService(
-            profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, board: board, logger: logger)
+            profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, board: board, logger: logger,
+            lanes: configuration.delivery.effectiveLanes)
         let sweeper = RevocationSweeper(
             store: store, profiles: profiles, delivery: delivery, metrics: metrics,
             interval: .seconds(configuration.subscriptions.expirySweepSeconds), logger: logger)

@@ -22,7 +22,8 @@ extension GatewayMetrics {
             helpText: "From the consumer's poll returning a change record to its notifications being queued for delivery (once per record with notifications)")
     }
 
-    /// Where the first attempts of `provider`'s notifications record their latency (``RequestSubmission``).
+    /// Where the first attempts of `provider`'s notifications record their latency (``RequestSubmission``), from
+    /// a cache under a lock: the delivery path resolves its providers' recorders once (``GatewayLatencyRecorders``).
     func gatewayLatency(provider: String) -> GatewayLatencyRecorder {
         gatewayLatencies.withLock { cache in
             if let recorder = cache[provider] { return recorder }
@@ -38,6 +39,23 @@ extension GatewayMetrics {
     func notificationsQueued(afterNanoseconds nanoseconds: UInt64) {
         matchLatency.record(Double(nanoseconds) / 1e9)
     }
+}
+
+/// The recorders of `pushgateway_gateway_latency_seconds` of the providers' senders (`fcm`, `hms`, `webhook`),
+/// resolved once when the delivery service is made, so that a first attempt reads its recorder without a lock.
+/// Another provider (a test's sender) is resolved through the metrics' cache.
+struct GatewayLatencyRecorders: Sendable {
+    static let providers = ["fcm", "hms", "webhook"]
+
+    private let metrics: GatewayMetrics
+    private let resolved: [String: GatewayLatencyRecorder]
+
+    init(metrics: GatewayMetrics, providers: [String] = Self.providers) {
+        self.metrics = metrics
+        resolved = Dictionary(uniqueKeysWithValues: providers.map { ($0, metrics.gatewayLatency(provider: $0)) })
+    }
+
+    func recorder(provider: String) -> GatewayLatencyRecorder { resolved[provider] ?? metrics.gatewayLatency(provider: provider) }
 }
 
 /// One provider's series of `pushgateway_gateway_latency_seconds`.

@@ -21,11 +21,13 @@ public final class HMSSender: PushSender {
     public init(client: HMSClient) { self.client = client }
 
     public func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        await send(token: token, payload: payload, messageID: "", options: .none)
+        await send(token: token, payload: payload, messageID: "", options: .none, submission: nil)
     }
 
-    public func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
-        let result = await client.send(token: token, dataJSON: payload, options: options)
+    public func send(
+        token: String, payload: [UInt8], messageID: String, options: DeliveryOptions, submission: RequestSubmission?
+    ) async -> DeliveryOutcome {
+        let result = await client.send(token: token, dataJSON: payload, options: options, submission: submission)
         let now = WallClock.now()
         switch result {
         case .sent:

@@ -44,11 +44,14 @@ final class WebhookSender: PushSender {
     }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        await send(token: token, payload: payload, messageID: "msg_unidentified")
+        await send(token: token, payload: payload, messageID: "msg_unidentified", options: .none, submission: nil)
     }
 
-    func send(token: String, payload: [UInt8], messageID: String) async -> DeliveryOutcome {
+    /// Webhooks take no delivery options (docs/DELIVERY.md).
+    func send(
+        token: String, payload: [UInt8], messageID: String, options: DeliveryOptions, submission: RequestSubmission?
+    ) async -> DeliveryOutcome {
         let destination = String(SubscriberKey(kind: .webhook, token: token).destination)
-        return await client.send(destination: destination, messageID: messageID, body: payload)
+        return await client.send(destination: destination, messageID: messageID, body: payload, submission: submission)
     }
 }

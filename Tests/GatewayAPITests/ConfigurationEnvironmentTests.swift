@@ -34,5 +34,17 @@ final class ConfigurationEnvironmentTests: XCTestCase {
         refused("cluster: {secret: 'too-short'}")
         refused("apps: {a: {subscriptionTTLSeconds: 9223372036854775000}}")
         XCTAssertNoThrow(try GatewayConfiguration.load(file: nil, environment: ["PUSH_HTTP_ADVERTISED_ADDRESS": "http://10.0.0.5:8080"]))
+        refused("delivery: {lanes: 65}")
+        refused("delivery: {lanes: -1}")
+    }
+
+    /// `delivery.lanes`: one per core by default (0), at least 1; from the file or `PUSH_DELIVERY_LANES`.
+    func testDeliveryLanes() throws {
+        let defaults = try GatewayConfiguration.load(file: nil, environment: [:])
+        XCTAssertEqual(defaults.delivery.lanes, 0)
+        XCTAssertEqual(defaults.delivery.effectiveLanes, max(1, ProcessInfo.processInfo.activeProcessorCount))
+        let set = try GatewayConfiguration.load(file: nil, environment: ["PUSH_DELIVERY_LANES": "3"])
+        XCTAssertEqual(set.delivery.effectiveLanes, 3)
+        XCTAssertThrowsError(try GatewayConfiguration.load(file: nil, environment: ["PUSH_DELIVERY_LANES": "three"]))
     }
 }

@@ -26,6 +26,8 @@ final class FakeSender: PushSender, Sendable {
     let project: String
     private let state = Mutex<(sent: [Sent], attempts: [Sent], script: [String: [DeliveryOutcome]], held: Bool, waiters: [CheckedContinuation<Void, Never>])>(
         ([], [], [:], false, []))
+    /// Sends in progress now, and the most there ever were at once.
+    private let concurrency = Mutex<(now: Int, most: Int)>((0, 0))
 
     /// `provider` "fcm" or "hms" makes it a provider project's sender (``AppProfile/admissions(for:)``).
     init(provider: String = "fake", project: String = "fake") {
@@ -39,22 +41,34 @@ final class FakeSender: PushSender, Sendable {
     /// Sends wait until ``release()``.
     func hold() { state.withLock { $0.held = true } }
 
-    func release() {
+    func release() { release(keepHolding: false) }
+
+    /// Lets the sends held now go on; `keepHolding`: the next ones are held again.
+    func release(keepHolding: Bool) {
         let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.held = false
+            state.held = keepHolding
             defer { state.waiters = [] }
             return state.waiters
         }
         waiters.forEach { $0.resume() }
     }
 
+    /// Sends waiting for ``release()`` now.
+    var heldCount: Int { state.withLock { $0.waiters.count } }
+    /// The most sends that were in progress at once.
+    var mostConcurrent: Int { concurrency.withLock { $0.most } }
+
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {
-        await send(token: token, payload: payload, messageID: "", options: .none)
+        await send(token: token, payload: payload, messageID: "", options: .none, submission: nil)
     }
 
-    func send(token: String, payload: [UInt8], messageID: String, options: DeliveryOptions) async -> DeliveryOutcome {
+    func send(
+        token: String, payload: [UInt8], messageID: String, options: DeliveryOptions, submission: RequestSubmission?
+    ) async -> DeliveryOutcome {
         // Where a real sender hands its request to the HTTP client: the gateway's own latency ends here.
-        RequestSubmission.submitted()
+        submission?.submitted()
+        concurrency.withLock { ($0.now, $0.most) = ($0.now + 1, max($0.most, $0.now + 1)) }
+        defer { concurrency.withLock { $0.now -= 1 } }
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let wait = state.withLock { state -> Bool in
                 if state.held { state.waiters.append(continuation) }
@@ -88,6 +102,11 @@ final class FakeSender: PushSender, Sendable {
 final class GatewayHarness: Sendable {
     static let stateTopic = "state"
     static let partitions: Int32 = 4
+    /// Delivery lanes of every harness unless a test says otherwise: the gateway's default (one per core), at least
+    /// two, so that every test of the delivery path runs it split in lanes (``DeliveryService``).
+    /// `GATEWAY_TEST_LANES` sets another number (1: one queue, as before lanes).
+    static let lanes = ProcessInfo.processInfo.environment["GATEWAY_TEST_LANES"].flatMap { Int($0) }
+        ?? max(2, ProcessInfo.processInfo.activeProcessorCount)
 
     let log: InMemoryLog
     let store: StateStore
@@ -105,7 +124,7 @@ final class GatewayHarness: Sendable {
     init(
         apps: [String: AppSettings], log: InMemoryLog? = nil, sender: FakeSender = FakeSender(),
         policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0),
-        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000
+        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000, lanes: Int = GatewayHarness.lanes
     ) throws {
         let log = log ?? InMemoryLog(topics: [Self.stateTopic: Self.partitions])
         self.log = log
@@ -130,7 +149,7 @@ final class GatewayHarness: Sendable {
         payloads = PayloadBuilder(metrics: metrics, logger: logger)
         delivery = DeliveryService(
             profiles: profiles, store: store, tickets: tickets, payloads: payloads, metrics: metrics, logger: logger,
-            maxInFlight: maxInFlight, policy: policy)
+            maxInFlight: maxInFlight, policy: policy, lanes: lanes)
         let fenced = fencedPartitions
         let delivery = delivery
         let store = store

@@ -52,11 +52,15 @@ public final class FCMClient: Sendable {
 
     /// Sends a data message whose `data` object is already serialised as compact JSON (`{"k":"v",...}`,
     /// string values only), e.g. the payload whose size was checked against the 4 KB limit.
-    /// With `options`, the message's TTL and collapse key (``FCMMessageEncoder``).
-    public func send(token: String, dataJSON: some Collection<UInt8>, options: DeliveryOptions = .none) async -> FCMSendResult {
+    /// With `options`, the message's TTL and collapse key (``FCMMessageEncoder``); `submission` is marked when the
+    /// request is handed to the HTTP client.
+    public func send(
+        token: String, dataJSON: some Collection<UInt8>, options: DeliveryOptions = .none, submission: RequestSubmission? = nil
+    ) async -> FCMSendResult {
         await send(
             token: token,
-            body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, options: options, now: Int64(now())))
+            body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, options: options, now: Int64(now())),
+            submission: submission)
     }
 
     /// A dry run (`validate_only`): FCM checks our credentials, the project, the message and the device token
@@ -65,9 +69,9 @@ public final class FCMClient: Sendable {
         await send(token: token, body: FCMMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, validateOnly: true))
     }
 
-    private func send(token pushToken: String, body: [UInt8]) async -> FCMSendResult {
+    private func send(token pushToken: String, body: [UInt8], submission: RequestSubmission? = nil) async -> FCMSendResult {
         do {
-            return .sent(messageName: try await endpoint.post(body, read: Self.answer))
+            return .sent(messageName: try await endpoint.post(body, submission: submission, read: Self.answer))
         } catch {
             log(error, pushToken)
             return .failed(error)

@@ -75,9 +75,13 @@ public final class HMSClient: Sendable {
 
     /// Sends a data message whose data object is already serialised as compact JSON (`{"k":"v",...}`, string
     /// values only), e.g. the payload whose size was checked; HMS gets it as the string value of `data`.
-    /// With `options`, the message's TTL and collapse key (``HMSMessageEncoder``).
-    public func send(token: String, dataJSON: some Collection<UInt8>, options: DeliveryOptions = .none) async -> HMSSendResult {
-        await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, options: options))
+    /// With `options`, the message's TTL and collapse key (``HMSMessageEncoder``); `submission` is marked when the
+    /// request is handed to the HTTP client.
+    public func send(
+        token: String, dataJSON: some Collection<UInt8>, options: DeliveryOptions = .none, submission: RequestSubmission? = nil
+    ) async -> HMSSendResult {
+        await send(
+            token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, options: options), submission: submission)
     }
 
     /// Sends a data message with `data` (string values, in this order) to the device holding `token`.
@@ -91,9 +95,9 @@ public final class HMSClient: Sendable {
         await send(token: token, body: HMSMessageEncoder.encodeMessage(token: token, dataJSON: dataJSON, validateOnly: true))
     }
 
-    private func send(token pushToken: String, body: [UInt8]) async -> HMSSendResult {
+    private func send(token pushToken: String, body: [UInt8], submission: RequestSubmission? = nil) async -> HMSSendResult {
         do {
-            return .sent(requestID: try await endpoint.post(body) { response in Self.answer(response, pushToken) })
+            return .sent(requestID: try await endpoint.post(body, submission: submission) { response in Self.answer(response, pushToken) })
         } catch {
             log(error, pushToken)
             return .failed(error)

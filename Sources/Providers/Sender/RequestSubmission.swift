@@ -8,27 +8,24 @@ public protocol SubmissionObserver: AnyObject, Sendable {
 
 /// The moment a provider request is handed to the HTTP client, for the gateway's own latency.
 ///
-/// The delivery path sets ``current`` around the first attempt of a notification whose record's fetch time is
-/// known; a sender calls ``submitted()`` once, just before it hands that notification's request to the HTTP client
-/// (after its access token and body are ready). No mark (a retry, a token fetch, a console sink): nothing recorded.
-public enum RequestSubmission {
-    /// The fetch time (monotonic nanoseconds, `DispatchTime.uptimeNanoseconds`) and where it goes.
-    public struct Mark: Sendable {
-        public let fetchedAt: UInt64
-        public let observer: any SubmissionObserver
+/// The delivery path passes one to the sender (``PushSender/send(token:payload:messageID:options:submission:)``)
+/// with the first attempt of a notification whose record's fetch time is known; the sender calls ``submitted()``
+/// once, just before it hands that notification's request to the HTTP client (after its access token and body are
+/// ready). None (a retry, a token fetch, a console sink): nothing recorded.
+public struct RequestSubmission: Sendable {
+    /// The fetch time (monotonic nanoseconds, `DispatchTime.uptimeNanoseconds`).
+    public let fetchedAt: UInt64
+    /// Where the latency goes (resolved once per provider by the delivery path).
+    public let observer: any SubmissionObserver
 
-        public init(fetchedAt: UInt64, observer: any SubmissionObserver) {
-            self.fetchedAt = fetchedAt
-            self.observer = observer
-        }
+    public init(fetchedAt: UInt64, observer: any SubmissionObserver) {
+        self.fetchedAt = fetchedAt
+        self.observer = observer
     }
 
-    @TaskLocal public static var current: Mark?
-
-    /// Records the time since the fetch with the current mark, if any: one clock read.
-    public static func submitted() {
-        guard let mark = current else { return }
+    /// Records the time since the fetch: one clock read.
+    public func submitted() {
         let now = DispatchTime.now().uptimeNanoseconds
-        mark.observer.submitted(afterNanoseconds: now >= mark.fetchedAt ? now - mark.fetchedAt : 0)
+        observer.submitted(afterNanoseconds: now >= fetchedAt ? now - fetchedAt : 0)
     }
 }

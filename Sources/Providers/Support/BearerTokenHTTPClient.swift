@@ -26,8 +26,11 @@ struct BearerTokenHTTPClient<Failure: ProviderFailure>: Sendable {
     let provider: String
     let logger: Logger
 
-    /// POSTs `body` (JSON) and reads the answer with `read`.
-    func post<Success>(_ body: [UInt8], read: (HTTPResponse) -> Answer<Success>) async throws(Failure) -> Success {
+    /// POSTs `body` (JSON) and reads the answer with `read`; `submission`, if any, is marked when the first request
+    /// is handed to the HTTP client.
+    func post<Success>(
+        _ body: [UInt8], submission: RequestSubmission? = nil, read: (HTTPResponse) -> Answer<Success>
+    ) async throws(Failure) -> Success {
         var refreshedOnce = false
         while true {
             // A token that needs no refresh is read without entering the cache's actor.
@@ -40,7 +43,7 @@ struct BearerTokenHTTPClient<Failure: ProviderFailure>: Sendable {
             // The providers' answers are read from the status, the body and `Retry-After` alone.
             request.responseHeaderNames = ["retry-after"]
             // The gateway's own latency ends here, at the first request (not at the repeat after a refused token).
-            if !refreshedOnce { RequestSubmission.submitted() }
+            if !refreshedOnce { submission?.submitted() }
             let response = try await http.answer(to: request, unanswered: Failure.transportFailure, cancelled: "send cancelled")
             switch read(response) {
             case .sent(let success):

@@ -39,8 +39,9 @@ public struct WebhookClient: Sendable {
         self.clock = clock
     }
 
-    /// Sends `body` to `destination` as message `messageID` (the same for every attempt of one message).
-    public func send(destination: String, messageID: String, body: [UInt8]) async -> DeliveryOutcome {
+    /// Sends `body` to `destination` as message `messageID` (the same for every attempt of one message);
+    /// `submission` is marked when the request is handed to the HTTP client.
+    public func send(destination: String, messageID: String, body: [UInt8], submission: RequestSubmission? = nil) async -> DeliveryOutcome {
         guard let url = try? WebhookURL(destination) else {
             return .failed(DeliveryFailure(reason: "invalid_destination", classification: .rejected))
         }
@@ -65,7 +66,7 @@ public struct WebhookClient: Sendable {
         request.connectAddress = first.description
         request.caFile = settings.caFile
         let response: HTTPResponse
-        RequestSubmission.submitted()
+        submission?.submitted()
         do {
             response = try await http.send(request)
         } catch let error as HTTPClientError {
