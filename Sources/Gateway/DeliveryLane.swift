@@ -97,6 +97,22 @@ final class DeliveryLane: Sendable {
             totals.add(inFlight: inFlight - countedInFlight - claimed, queued: queued - countedQueued)
             (countedInFlight, countedQueued) = (inFlight, queued)
         }
+
+        /// The lines to write now (changed, and past a failed write's backoff at `now`), with their entries and the
+        /// holds their write releases.
+        mutating func takeReadyWrites(now: Double) -> [LineWrite] {
+            writes.takeReady(now: now).map { key in
+                let holds = queue.takeHolds(forSubscription: key) + (unreleased.removeValue(forKey: key) ?? [])
+                return LineWrite(key: key, entries: queue.pending(for: key), holds: holds)
+            }
+        }
+    }
+
+    /// A line's record to write: its entries (none: a tombstone) and the holds its write releases once stored.
+    private struct LineWrite: Sendable {
+        let key: RetryKey
+        let entries: [PendingNotification]
+        let holds: [UInt64]
     }
 
     let index: Int
@@ -214,6 +230,8 @@ final class DeliveryLane: Sendable {
     func run(pauseElsewhere: @escaping @Sendable (_ scope: String, _ until: Double) -> Void) async {
         let clock = context.clock
         let metrics = context.metrics
+        // The lines to store, taken under the turn's lock (not a second one per turn) and written after its sends.
+        var ready: [LineWrite] = []
         await wake.runDueLoop(
             clock: clock,
             turn: { now in
@@ -225,15 +243,20 @@ final class DeliveryLane: Sendable {
                     core.settle(totals, claimed: claimed)
                     // Also woken at the end of a failed line write's backoff.
                     let next = [core.queue.nextWakeUp, core.writes.nextWakeUp].compactMap { $0 }.min()
+                    ready = core.takeReadyWrites(now: now)
                     return (due, core.stopping, next, core.queue.takePacedSends(), core.queue.takeWaitingForPaceChanges())
                 }
                 for (project, count) in paced { metrics.sendsPaced(project: project, count: count) }
                 for (project, count) in waiting { metrics.waitingForPace(project: project, count: count) }
                 return (due, stopping, next)
-            }, afterTurn: { flush(now: clock()) },
+            },
+            afterTurn: {
+                write(ready)
+                ready = []
+            },
             send: { entry in await self.deliver(entry, pauseElsewhere: pauseElsewhere) })
         // Sends in flight have finished: store what changed (backoffs cut short: a last attempt).
-        flush(now: .infinity)
+        write(core.withLock { $0.takeReadyWrites(now: .infinity) })
     }
 
     // MARK: Sending
@@ -419,20 +442,15 @@ final class DeliveryLane: Sendable {
     /// Writes the record of every line of this lane that changed (and whose failed write's backoff is over at
     /// `now`): its current entries, or a tombstone once it is empty. A failed write is written again after a backoff
     /// (0.5 s doubling to 30 s, jittered, one chain per line: ``RetryLineWrites``), not at the next turn.
-    private func flush(now: Double) {
-        let batch = core.withLock { core -> [(RetryKey, [PendingNotification], [UInt64])] in
-            core.writes.takeReady(now: now).map { key in
-                let holds = core.queue.takeHolds(forSubscription: key) + (core.unreleased.removeValue(forKey: key) ?? [])
-                return (key, core.queue.pending(for: key), holds)
-            }
-        }
+    private func write(_ batch: [LineWrite]) {
         guard !batch.isEmpty else { return }
         let store = context.store
-        var byPartition: [Int32: [(RetryKey, [PendingNotification], [UInt64])]] = [:]
-        for item in batch { byPartition[store.partitionIndex(ofApp: item.0.app), default: []].append(item) }
+        var byPartition: [Int32: [LineWrite]] = [:]
+        for item in batch { byPartition[store.partitionIndex(ofApp: item.key.app), default: []].append(item) }
         for (index, items) in byPartition {
             guard let partition = store.partition(index), partition.role.isActive else { continue }
-            for (key, entries, holds) in items {
+            for item in items {
+                let (key, entries, holds) = (item.key, item.entries, item.holds)
                 partition.checkpoint([.retry(RetryRecord(key: key, entries: entries))]) { [self] stored in
                     if stored {
                         core.withLock { core in
