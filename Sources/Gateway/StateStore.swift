@@ -276,40 +276,107 @@ final class StateStore: Service, Sendable {
         waiters.forEach { $0.resume(returning: 0) }
     }
 
-    /// Reads the held partitions that are loading or standby, on its own thread.
+    /// Most records taken from the reader at once: what librdkafka has fetched already, up to this many.
+    static let batchLimit = 4096
+
+    /// Reads the held partitions that are loading or standby, on its own thread. Records are taken in batches
+    /// (what the reader has fetched already) and each batch is applied partition by partition in parallel
+    /// (``PartitionWorkers``, as the change records are matched): partitions are independent, and each one's records
+    /// keep their order.
     private func tail() {
         let limiter = LogLimiter()
+        // Its own workers (one per core): a batch waits only for its own records.
+        let workers = PartitionWorkers(count: 0)
+        var batch: [KafkaRecord] = []
+        batch.reserveCapacity(Self.batchLimit)
         while !stopping.load(ordering: .relaxed) {
-            switch consumer.poll(timeoutMs: 100) {
-            case .none: continue
-            case .error(let error):
-                if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
-                    logger.warning("state topic consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
+            var timeout: Int32 = 100
+            taking: while batch.count < Self.batchLimit {
+                switch consumer.poll(timeoutMs: timeout) {
+                case .none:
+                    break taking
+                case .error(let error):
+                    if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
+                        logger.warning("state topic consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
+                    }
+                    break taking
+                case .record(let record):
+                    batch.append(record)
+                    timeout = 0
                 }
-            case .record(let record):
-                health?.reachable()
-                apply(record)
             }
+            guard !batch.isEmpty else { continue }
+            health?.reachable()
+            apply(batch, on: workers)
+            batch.removeAll(keepingCapacity: true)
         }
         consumer.close()
     }
 
-    private func apply(_ record: KafkaRecord) {
-        guard record.topic == topic, let partition = partition(record.partition),
-            partition.role == .loading || partition.role == .standby
-        else { return }
+    /// Applies a batch: each partition's records in order on its worker, different partitions in parallel; returns
+    /// when the whole batch is applied.
+    private func apply(_ batch: [KafkaRecord], on workers: PartitionWorkers) {
+        var byPartition: [Int32: [KafkaRecord]] = [:]
+        for record in batch { byPartition[record.partition, default: []].append(record) }
+        if byPartition.count == 1 || workers.count == 1 {
+            for records in byPartition.values { apply(partitionRecords: records) }
+            return
+        }
+        for (partition, records) in byPartition {
+            workers.run(on: partition) { [self] in apply(partitionRecords: records) }
+        }
+        workers.barrier()
+    }
+
+    /// Applies one partition's records of a batch, in order. The partition is looked up once (again only when it
+    /// stops being read: released, replaced), and the load waiting for the log to pass its marker is checked at
+    /// each marker and after the last record, not after every record (the store's lock is shared by the threads
+    /// applying other partitions).
+    private func apply(partitionRecords records: [KafkaRecord]) {
+        guard let last = records.last else { return }
+        let index = last.partition
+        var held = partition(index)
+        var unchecked = false
+        for record in records where record.topic == topic {
+            if held.map({ !$0.role.isRead }) ?? true { held = partition(index) }
+            guard let partition = held, partition.role.isRead else { continue }
+            switch apply(record, to: partition) {
+            case .gaveUp:
+                return
+            case .marker:
+                passed(index, end: record.offset + 1)
+                unchecked = false
+            case .applied:
+                unchecked = true
+            }
+        }
+        if unchecked { passed(index, end: last.offset + 1) }
+    }
+
+    private enum Applied {
+        case applied, marker, gaveUp
+    }
+
+    private func apply(_ record: KafkaRecord, to partition: PartitionState) -> Applied {
         let tag = OwnerTag.of(record)
         if record.key == OwnerTag.loadMarkerKey {
             partition.readMarker(tag: tag, offset: record.offset)
+            return .marker
         } else if let key = record.key, key != OwnerTag.ownerCheckKey {
             recordsRead.add(1, ordering: .relaxed)
             do {
-                let decoded = try StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                // Decoded from the record's own bytes (no copy of key or value).
+                let decoded = try key.withUnsafeBufferPointer { key in
+                    try record.value.withUnsafeBufferPointer { value in
+                        try StateRecord.decode(key: key, value: value.isEmpty ? nil : value)
+                    }
+                }
                 if !partition.applyFromLog(decoded, key: key, offset: record.offset, tag: tag) {
                     metrics.zombieRecordsSkipped()
                 }
                 if let refusal = budget.refusal(adding: 0, partition: partition.bytes) {
-                    return giveUpOverBudget(record.partition, partition, refusal)
+                    giveUpOverBudget(record.partition, partition, refusal)
+                    return .gaveUp
                 }
             } catch {
                 metrics.stateRecordUnreadable()
@@ -321,10 +388,14 @@ final class StateStore: Service, Sendable {
         } else {
             partition.advanceLogEnd(to: record.offset + 1)
         }
-        let end = record.offset + 1
+        return .applied
+    }
+
+    /// The log of partition `index` was read up to `end`: a load waiting for its marker to be passed ends.
+    private func passed(_ index: Int32, end: Int64) {
         let ready = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            guard let load = state.loads[record.partition], end >= load.target, let waiter = load.waiter else { return nil }
-            state.loads[record.partition]?.waiter = nil
+            guard let load = state.loads[index], end >= load.target, let waiter = load.waiter else { return nil }
+            state.loads[index]?.waiter = nil
             return waiter
         }
         ready?.resume(returning: true)
@@ -551,6 +622,11 @@ final class StateStore: Service, Sendable {
         }
         return (owned, standby, shadows)
     }
+}
+
+extension PartitionRole {
+    /// Whether the store reads the partition's log (loading it, or keeping a standby copy).
+    fileprivate var isRead: Bool { self == .loading || self == .standby }
 }
 
 extension Duration {
