@@ -40,9 +40,11 @@ from partitions import PARTITIONS, Replica, metric, rss_mb, write_state  # noqa:
 def plain_floor(bootstrap: str, topic: str, n: int) -> None:
     if shutil.which("kcat"):
         start = time.monotonic()
+        # The project's librdkafka: Debian's kcat links an older one that cannot read Tansu's ApiVersions answer.
+        env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(ROOT, ".deps", "lib"))
         out = subprocess.run(["kcat", "-C", "-b", bootstrap, "-t", topic, "-e", "-q", "-f", "%o\n",
                               "-X", "fetch.max.bytes=52428800", "-X", "max.partition.fetch.bytes=10485760"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=600)
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=600, env=env)
         took = time.monotonic() - start
         count = out.stdout.count(b"\n")
         print(f"floor kcat -C -e: {count:,} records in {took:.2f} s ({count / took:,.0f}/s)", flush=True)
@@ -63,6 +65,13 @@ def plain_floor(bootstrap: str, topic: str, n: int) -> None:
     print(f"floor confluent_kafka consume(): {count:,} records in {took:.2f} s ({count / took:,.0f}/s)", flush=True)
     if count < n:
         print(f"  (read {count} of {n})", flush=True)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of the process so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def perf_report(data: str) -> None:
@@ -91,12 +100,13 @@ def run_once(workdir: str, label: str, binary: str, bootstrap: str, suffix: str,
         if recorder:
             recorder.send_signal(signal.SIGINT)
             recorder.wait(60)
+        cpu = cpu_seconds(replica.proc.pid)
         held = metric(replica.base, "pushgateway_subscriptions")
         loads = replica.loads()
         durations = [float(x["duration"].split()[0]) for x in loads]
         threads = len(os.listdir(f"/proc/{replica.proc.pid}/task"))
         print(f"  {label} run {run}: ready after {ready:.2f} s ({n / ready:,.0f} subscriptions/s), {held:,.0f} held, "
-              f"RSS {rss_mb(replica.proc.pid):.0f} MB, {len(loads)} partitions loaded "
+              f"CPU {cpu:.2f} s (user+sys until ready), RSS {rss_mb(replica.proc.pid):.0f} MB, {len(loads)} partitions loaded "
               f"(sum {sum(durations):.2f} s, longest {max(durations, default=0):.2f} s), {threads} threads", flush=True)
         if held < n:
             print(f"  {label}: only {held:,.0f} of {n:,} subscriptions held", flush=True)

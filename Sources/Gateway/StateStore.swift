@@ -279,14 +279,19 @@ final class StateStore: Service, Sendable {
     /// Most records taken from the reader at once: what librdkafka has fetched already, up to this many.
     static let batchLimit = 4096
 
+    /// Most groups of records (one partition's records of one batch) handed to the workers and not applied yet.
+    static let groupsInFlight = 8
+
     /// Reads the held partitions that are loading or standby, on its own thread. Records are taken in batches
-    /// (what the reader has fetched already) and each batch is applied partition by partition in parallel
-    /// (``PartitionWorkers``, as the change records are matched): partitions are independent, and each one's records
-    /// keep their order.
+    /// (what the reader has fetched already) and handed to the workers partition by partition (``PartitionWorkers``,
+    /// as the change records are matched: partition p always on worker p mod cores, so each partition's records keep
+    /// their order while different partitions are applied in parallel). The thread does not wait for a batch to be
+    /// applied (librdkafka hands out one partition's fetch at a time: batches are mostly of one partition), only
+    /// when `groupsInFlight` groups are waiting.
     private func tail() {
         let limiter = LogLimiter()
-        // Its own workers (one per core): a batch waits only for its own records.
         let workers = PartitionWorkers(count: 0)
+        let slots = DispatchSemaphore(value: Self.groupsInFlight)
         var batch: [KafkaRecord] = []
         batch.reserveCapacity(Self.batchLimit)
         while !stopping.load(ordering: .relaxed) {
@@ -307,50 +312,46 @@ final class StateStore: Service, Sendable {
             }
             guard !batch.isEmpty else { continue }
             health?.reachable()
-            apply(batch, on: workers)
+            var byPartition: [Int32: [KafkaRecord]] = [:]
+            for record in batch where record.topic == topic { byPartition[record.partition, default: []].append(record) }
             batch.removeAll(keepingCapacity: true)
+            for (index, records) in byPartition {
+                // The partition as it is now, when its records were read: records of an assignment given up meanwhile
+                // never reach a copy loaded again later.
+                guard let partition = partition(index), partition.role.isRead else { continue }
+                if workers.count == 1 {
+                    apply(records, to: partition)
+                    continue
+                }
+                slots.wait()
+                workers.run(on: index) { [self] in
+                    apply(records, to: partition)
+                    slots.signal()
+                }
+            }
         }
+        workers.barrier()
         consumer.close()
     }
 
-    /// Applies a batch: each partition's records in order on its worker, different partitions in parallel; returns
-    /// when the whole batch is applied.
-    private func apply(_ batch: [KafkaRecord], on workers: PartitionWorkers) {
-        var byPartition: [Int32: [KafkaRecord]] = [:]
-        for record in batch { byPartition[record.partition, default: []].append(record) }
-        if byPartition.count == 1 || workers.count == 1 {
-            for records in byPartition.values { apply(partitionRecords: records) }
-            return
-        }
-        for (partition, records) in byPartition {
-            workers.run(on: partition) { [self] in apply(partitionRecords: records) }
-        }
-        workers.barrier()
-    }
-
-    /// Applies one partition's records of a batch, in order. The partition is looked up once (again only when it
-    /// stops being read: released, replaced), and the load waiting for the log to pass its marker is checked at
-    /// each marker and after the last record, not after every record (the store's lock is shared by the threads
-    /// applying other partitions).
-    private func apply(partitionRecords records: [KafkaRecord]) {
-        guard let last = records.last else { return }
-        let index = last.partition
-        var held = partition(index)
-        var unchecked = false
-        for record in records where record.topic == topic {
-            if held.map({ !$0.role.isRead }) ?? true { held = partition(index) }
-            guard let partition = held, partition.role.isRead else { continue }
+    /// Applies one partition's records of a batch, in order, while the store still reads the partition. The load
+    /// waiting for the log to pass its marker is checked at each marker and after the last record, not after every
+    /// record (the store's lock is shared with the workers applying other partitions).
+    private func apply(_ records: [KafkaRecord], to partition: PartitionState) {
+        var unchecked: Int64?
+        for record in records {
+            guard partition.role.isRead else { break }
             switch apply(record, to: partition) {
             case .gaveUp:
                 return
             case .marker:
-                passed(index, end: record.offset + 1)
-                unchecked = false
+                passed(partition, end: record.offset + 1)
+                unchecked = nil
             case .applied:
-                unchecked = true
+                unchecked = record.offset + 1
             }
         }
-        if unchecked { passed(index, end: last.offset + 1) }
+        if let unchecked { passed(partition, end: unchecked) }
     }
 
     private enum Applied {
@@ -391,10 +392,12 @@ final class StateStore: Service, Sendable {
         return .applied
     }
 
-    /// The log of partition `index` was read up to `end`: a load waiting for its marker to be passed ends.
-    private func passed(_ index: Int32, end: Int64) {
+    /// The log of `partition` was read up to `end`: a load of it waiting for its marker to be passed ends.
+    private func passed(_ partition: PartitionState, end: Int64) {
+        let index = partition.partition
         let ready = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            guard let load = state.loads[index], end >= load.target, let waiter = load.waiter else { return nil }
+            guard state.partitions[index] === partition, let load = state.loads[index], end >= load.target, let waiter = load.waiter
+            else { return nil }
             state.loads[index]?.waiter = nil
             return waiter
         }

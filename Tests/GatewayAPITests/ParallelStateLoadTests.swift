@@ -58,7 +58,7 @@ final class ParallelStateLoadTests: XCTestCase {
                 alive[app]?.remove(record.subscription.subscriber.token)
                 revoked[partition, default: 0] += 1
             }
-            put(app, key: Array(#"["\#(app)","not a path","mobile","t",""]"#.utf8), value: Array("{}".utf8))  // unreadable: skipped
+            put(app, key: Array(#"["\#(app)","/a//b","mobile","t",""]"#.utf8), value: Array("{}".utf8))  // unreadable: skipped
             // Subscribed again after its tombstone.
             let again = try subscription(app, 0)
             put(app, key: again.key, value: again.value ?? [])
