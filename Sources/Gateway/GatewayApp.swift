@@ -141,8 +141,9 @@ public struct GatewayApp {
                 LoggingKeys.containerMemoryLimit: "\(StateBudget.containerMemoryLimit().map(String.init) ?? "none")",
             ])
         // The state reader reads whole partitions from the beginning at start-up: up to 8 MiB per partition and
-        // fetch (librdkafka's default is 1 MiB) halves the broker round trips of a load; the total stays within
-        // fetch.max.bytes, and the queue of fetched records within queued.max.messages.kbytes, as before.
+        // fetch (librdkafka's default is 1 MiB) means fewer broker round trips (kcat reading 1,000,000 records from
+        // Tansu: 2.1 s at 1 MiB, 1.2-1.4 s at 10 MiB); a fetch stays within fetch.max.bytes, and the records fetched
+        // ahead within queued.max.messages.kbytes, as before.
         var stateReader = reader("state")
         stateReader["max.partition.fetch.bytes"] = clientProperties["max.partition.fetch.bytes"] ?? "8388608"
         let store = StateStore(
