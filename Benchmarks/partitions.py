@@ -81,7 +81,7 @@ class Replica:
             "state": {"standbyReplicas": standbys},
             # Replicas sign the calls they forward and their members records (issue 17; older binaries ignore it).
             "cluster": {"secret": "benchmark-cluster-secret-0123456789abcdef"},
-            "logging": {"format": "json", "level": "notice"},
+            "logging": {"format": "json", "level": os.environ.get("PGW_LOG_LEVEL", "notice")},
             "apps": {f"app{i}": {"authKeys": [{"alg": "HS256", "secret": SECRET}]} for i in range(APPS)},
         }
         self.config_path = os.path.join(workdir, f"{name}.yaml")

@@ -14,7 +14,8 @@ topic (50 apps, ~150-byte tokens, each app in its partitioner's partition: the l
 
 `--perf LABEL` records `perf record -g` on that binary's last run (from start to ready) and prints the top of
 `perf report --no-children` by shared object and by symbol. The machine's load average at start is printed
-too: other processes on the machine move these figures.
+too: other processes on the machine move these figures. `PGW_LOG_LEVEL=info` puts the gateway's info lines
+(joining the consumer group, partitions assigned) in its log, `state-load-*/LABEL-RUN.log`.
 """
 from __future__ import annotations
 
