@@ -77,7 +77,9 @@ class Replica:
             "kafka": {"brokers": broker, "groupId": group, "changesTopic": f"changes.{suffix}",
                       "deadLetterTopic": f"dlq.{suffix}", "stateTopic": f"state.{suffix}",
                       "snapshotRequestsTopic": f"snap.{suffix}", "membersTopic": f"members.{suffix}",
-                      "properties": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}},
+                      "properties": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
+                                     # extra librdkafka properties for the gateways, e.g. PGW_KAFKA_PROPS='{"a": "1"}'
+                                     **json.loads(os.environ.get("PGW_KAFKA_PROPS", "{}"))}},
             "state": {"standbyReplicas": standbys},
             # Replicas sign the calls they forward and their members records (issue 17; older binaries ignore it).
             "cluster": {"secret": "benchmark-cluster-secret-0123456789abcdef"},
