@@ -77,11 +77,13 @@ class Replica:
             "kafka": {"brokers": broker, "groupId": group, "changesTopic": f"changes.{suffix}",
                       "deadLetterTopic": f"dlq.{suffix}", "stateTopic": f"state.{suffix}",
                       "snapshotRequestsTopic": f"snap.{suffix}", "membersTopic": f"members.{suffix}",
-                      "properties": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}},
+                      "properties": {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000",
+                                     # extra librdkafka properties for the gateways, e.g. PGW_KAFKA_PROPS='{"a": "1"}'
+                                     **json.loads(os.environ.get("PGW_KAFKA_PROPS", "{}"))}},
             "state": {"standbyReplicas": standbys},
             # Replicas sign the calls they forward and their members records (issue 17; older binaries ignore it).
             "cluster": {"secret": "benchmark-cluster-secret-0123456789abcdef"},
-            "logging": {"format": "json", "level": "notice"},
+            "logging": {"format": "json", "level": os.environ.get("PGW_LOG_LEVEL", "notice")},
             "apps": {f"app{i}": {"authKeys": [{"alg": "HS256", "secret": SECRET}]} for i in range(APPS)},
         }
         self.config_path = os.path.join(workdir, f"{name}.yaml")

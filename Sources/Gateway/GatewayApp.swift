@@ -140,8 +140,18 @@ public struct GatewayApp {
                 LoggingKeys.stateMaxReplicaBytes: "\(budget.maxReplicaBytes)", LoggingKeys.stateMaxPartitionBytes: "\(budget.maxPartitionBytes)",
                 LoggingKeys.containerMemoryLimit: "\(StateBudget.containerMemoryLimit().map(String.init) ?? "none")",
             ])
+        // The state reader reads whole partitions from the beginning at start-up: up to 8 MiB per partition and
+        // fetch (librdkafka's default is 1 MiB) means fewer broker round trips (kcat reading 1,000,000 records from
+        // Tansu: 2.1 s at 1 MiB, 1.2-1.4 s at 10 MiB); a fetch stays within fetch.max.bytes, and the records fetched
+        // ahead within queued.max.messages.kbytes, as before.
+        // And once the records fetched ahead pass queued.max.messages.kbytes (a load does: the broker serves faster
+        // than the records are applied), librdkafka waits fetch.queue.backoff.ms (1 s by default) before fetching
+        // again, while the queue drains in far less: at 10 ms a load of 1,000,000 records took 4.6 s instead of 6.9 s.
+        var stateReader = reader("state")
+        stateReader["max.partition.fetch.bytes"] = clientProperties["max.partition.fetch.bytes"] ?? "8388608"
+        stateReader["fetch.queue.backoff.ms"] = clientProperties["fetch.queue.backoff.ms"] ?? "10"
         let store = StateStore(
-            consumer: try KafkaConsumer(properties: reader("state"), logger: logger, onEvent: clientEvents("state")),
+            consumer: try KafkaConsumer(properties: stateReader, logger: logger, onEvent: clientEvents("state")),
             verifier: try KafkaConsumer(properties: reader("state-verify"), logger: logger, onEvent: clientEvents("state-verify")),
             sink: writer, topic: kafka.stateTopic, partitioner: kafka.partitioner, metrics: metrics, health: kafkaHealth,
             startupTimeout: .seconds(kafka.startupTimeoutSeconds), budget: budget, logger: logger)

@@ -276,40 +276,108 @@ final class StateStore: Service, Sendable {
         waiters.forEach { $0.resume(returning: 0) }
     }
 
-    /// Reads the held partitions that are loading or standby, on its own thread.
+    /// Most records taken from the reader at once: what librdkafka has fetched already, up to this many.
+    static let batchLimit = 4096
+
+    /// Most groups of records (one partition's records of one batch) handed to the workers and not applied yet.
+    static let groupsInFlight = 8
+
+    /// Reads the held partitions that are loading or standby, on its own thread. Records are taken in batches
+    /// (what the reader has fetched already) and handed to the workers partition by partition (``PartitionWorkers``,
+    /// as the change records are matched: partition p always on worker p mod cores, so each partition's records keep
+    /// their order while different partitions are applied in parallel). The thread does not wait for a batch to be
+    /// applied (librdkafka hands out one partition's fetch at a time: batches are mostly of one partition), only
+    /// when `groupsInFlight` groups are waiting.
     private func tail() {
         let limiter = LogLimiter()
+        let workers = PartitionWorkers(count: 0)
+        let slots = DispatchSemaphore(value: Self.groupsInFlight)
+        var batch: [KafkaRecord] = []
+        batch.reserveCapacity(Self.batchLimit)
         while !stopping.load(ordering: .relaxed) {
-            switch consumer.poll(timeoutMs: 100) {
-            case .none: continue
-            case .error(let error):
-                if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
-                    logger.warning("state topic consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
+            var timeout: Int32 = 100
+            taking: while batch.count < Self.batchLimit {
+                switch consumer.poll(timeoutMs: timeout) {
+                case .none:
+                    break taking
+                case .error(let error):
+                    if case .log(let suppressed) = limiter.decide(facility: "\(error.code)") {
+                        logger.warning("state topic consumer error", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.suppressed: "\(suppressed)"])
+                    }
+                    break taking
+                case .record(let record):
+                    batch.append(record)
+                    timeout = 0
                 }
-            case .record(let record):
-                health?.reachable()
-                apply(record)
+            }
+            guard !batch.isEmpty else { continue }
+            health?.reachable()
+            var byPartition: [Int32: [KafkaRecord]] = [:]
+            for record in batch where record.topic == topic { byPartition[record.partition, default: []].append(record) }
+            batch.removeAll(keepingCapacity: true)
+            for (index, records) in byPartition {
+                // The partition as it is now, when its records were read: records of an assignment given up meanwhile
+                // never reach a copy loaded again later.
+                guard let partition = partition(index), partition.role.isRead else { continue }
+                if workers.count == 1 {
+                    apply(records, to: partition)
+                    continue
+                }
+                slots.wait()
+                workers.run(on: index) { [self] in
+                    apply(records, to: partition)
+                    slots.signal()
+                }
             }
         }
+        workers.barrier()
         consumer.close()
     }
 
-    private func apply(_ record: KafkaRecord) {
-        guard record.topic == topic, let partition = partition(record.partition),
-            partition.role == .loading || partition.role == .standby
-        else { return }
+    /// Applies one partition's records of a batch, in order, while the store still reads the partition. The load
+    /// waiting for the log to pass its marker is checked at each marker and after the last record, not after every
+    /// record (the store's lock is shared with the workers applying other partitions).
+    private func apply(_ records: [KafkaRecord], to partition: PartitionState) {
+        var unchecked: Int64?
+        for record in records {
+            guard partition.role.isRead else { break }
+            switch apply(record, to: partition) {
+            case .gaveUp:
+                return
+            case .marker:
+                passed(partition, end: record.offset + 1)
+                unchecked = nil
+            case .applied:
+                unchecked = record.offset + 1
+            }
+        }
+        if let unchecked { passed(partition, end: unchecked) }
+    }
+
+    private enum Applied {
+        case applied, marker, gaveUp
+    }
+
+    private func apply(_ record: KafkaRecord, to partition: PartitionState) -> Applied {
         let tag = OwnerTag.of(record)
         if record.key == OwnerTag.loadMarkerKey {
             partition.readMarker(tag: tag, offset: record.offset)
+            return .marker
         } else if let key = record.key, key != OwnerTag.ownerCheckKey {
             recordsRead.add(1, ordering: .relaxed)
             do {
-                let decoded = try StateRecord.decode(key: key, value: record.value.isEmpty ? nil : record.value)
+                // Decoded from the record's own bytes (no copy of key or value).
+                let decoded = try key.withUnsafeBufferPointer { key in
+                    try record.value.withUnsafeBufferPointer { value in
+                        try StateRecord.decode(key: key, value: value.isEmpty ? nil : value)
+                    }
+                }
                 if !partition.applyFromLog(decoded, key: key, offset: record.offset, tag: tag) {
                     metrics.zombieRecordsSkipped()
                 }
                 if let refusal = budget.refusal(adding: 0, partition: partition.bytes) {
-                    return giveUpOverBudget(record.partition, partition, refusal)
+                    giveUpOverBudget(record.partition, partition, refusal)
+                    return .gaveUp
                 }
             } catch {
                 metrics.stateRecordUnreadable()
@@ -321,10 +389,16 @@ final class StateStore: Service, Sendable {
         } else {
             partition.advanceLogEnd(to: record.offset + 1)
         }
-        let end = record.offset + 1
+        return .applied
+    }
+
+    /// The log of `partition` was read up to `end`: a load of it waiting for its marker to be passed ends.
+    private func passed(_ partition: PartitionState, end: Int64) {
+        let index = partition.partition
         let ready = state.withLock { state -> CheckedContinuation<Bool, Never>? in
-            guard let load = state.loads[record.partition], end >= load.target, let waiter = load.waiter else { return nil }
-            state.loads[record.partition]?.waiter = nil
+            guard state.partitions[index] === partition, let load = state.loads[index], end >= load.target, let waiter = load.waiter
+            else { return nil }
+            state.loads[index]?.waiter = nil
             return waiter
         }
         ready?.resume(returning: true)
@@ -551,6 +625,11 @@ final class StateStore: Service, Sendable {
         }
         return (owned, standby, shadows)
     }
+}
+
+extension PartitionRole {
+    /// Whether the store reads the partition's log (loading it, or keeping a standby copy).
+    fileprivate var isRead: Bool { self == .loading || self == .standby }
 }
 
 extension Duration {

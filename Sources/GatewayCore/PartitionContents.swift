@@ -56,18 +56,18 @@ public struct PartitionContents {
     /// a live record subscribes, a tombstone unsubscribes, a marker revokes. A write older than a revocation
     /// made here (lower sequence) is ignored.
     public mutating func apply(_ record: SubscriptionRecord, sequence: UInt64?) {
-        let key = record.identity
-        if let sequence, let revoked = revoked[key], revoked.markerSequence > sequence { return }
+        // The identity is made (and hashed) only when a revocation is involved: not for the records of a load.
+        if let sequence, !revoked.isEmpty, let revoked = revoked[record.identity], revoked.markerSequence > sequence { return }
         let app = app(record.app)
         if let reason = record.revoked {
             app.index.unsubscribe(path: record.subscription.path, subscriber: record.subscription.subscriber)
             if sequence == nil {
-                revoked[key] = RevokedSubscription(
+                revoked[record.identity] = RevokedSubscription(
                     app: record.app, reason: reason, subscription: record.subscription, markerSequence: 0)
             }
             return
         }
-        revoked[key] = nil
+        if !revoked.isEmpty { revoked[record.identity] = nil }
         record.apply(to: app.index)
     }
 
@@ -79,7 +79,8 @@ public struct PartitionContents {
             superseded[key] = record
             return false
         }
-        superseded[key] = nil
+        // Skipped (hashing the key) while nothing was superseded: the common case, record after record of a load.
+        if !superseded.isEmpty { superseded[key] = nil }
         switch record {
         case .subscription(let subscription):
             apply(subscription, sequence: nil)

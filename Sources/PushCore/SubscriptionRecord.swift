@@ -72,6 +72,22 @@ public struct SubscriptionRecord: Sendable, Equatable {
 
     /// Decodes a state record; `value` nil or empty is a deletion.
     public static func decode(key: [UInt8], value: [UInt8]?) throws(DecodingError) -> SubscriptionRecord {
+        let result = key.withUnsafeBufferPointer { key in
+            withOptionalBuffer(value) { value in Result { () throws(DecodingError) in try decode(key: key, value: value) } }
+        }
+        return try result.get()
+    }
+
+    /// Decodes a state record from bytes it does not copy (a Kafka message's buffer); `value` nil or empty is a
+    /// deletion. The records the gateway writes take a fast path (``CompactRecordScanner``); any other is read by
+    /// the JSON decoder (``decodeParsingJSON(key:value:)``), which decides as it always did.
+    public static func decode(key: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>?) throws(DecodingError) -> SubscriptionRecord {
+        if let record = CompactRecordScanner.subscription(key: key, value: value) { return record }
+        return try decodeParsingJSON(key: key, value: value)
+    }
+
+    /// Decodes a state record with the JSON decoder (every form JSON allows); `value` nil or empty is a deletion.
+    public static func decodeParsingJSON(key: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>?) throws(DecodingError) -> SubscriptionRecord {
         guard case .array(let parts)? = try? JSONParser.parse(key), parts.count == 5,
             let app = parts[0].stringValue, let pathText = parts[1].stringValue,
             let kind = parts[2].stringValue.flatMap(SubscriberKind.init(rawValue:)),
@@ -191,6 +207,15 @@ public enum StateRecord: Sendable, Equatable {
     private static let retryPrefix = Array(#"["retry","#.utf8)
 
     public static func decode(key: [UInt8], value: [UInt8]?) throws(SubscriptionRecord.DecodingError) -> StateRecord {
+        let result = key.withUnsafeBufferPointer { key in
+            withOptionalBuffer(value) { value in Result { () throws(SubscriptionRecord.DecodingError) in try decode(key: key, value: value) } }
+        }
+        return try result.get()
+    }
+
+    /// Decodes a record from bytes it does not copy (a Kafka message's buffer, valid for the call); `value` nil or
+    /// empty is a tombstone.
+    public static func decode(key: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>?) throws(SubscriptionRecord.DecodingError) -> StateRecord {
         // Most records are subscriptions: the other kinds are recognised by their key's first bytes before the
         // key is parsed (an app named "shadow" or "retry" still decodes right: the part counts differ).
         if key.starts(with: shadowPrefix), case .array(let parts)? = try? JSONParser.parse(key), parts.count == 3,
@@ -201,7 +226,9 @@ public enum StateRecord: Sendable, Equatable {
             else { throw SubscriptionRecord.DecodingError(description: "bad shadow record") }
             return .shadow(ShadowRecord(app: app, path: path, value: data.normalized()))
         }
-        if key.starts(with: retryPrefix), let retry = try RetryRecord.decode(key: key, value: value) { return .retry(retry) }
+        if key.starts(with: retryPrefix), let retry = try RetryRecord.decode(key: Array(key), value: value.map { Array($0) }) {
+            return .retry(retry)
+        }
         return .subscription(try SubscriptionRecord.decode(key: key, value: value))
     }
 
@@ -212,4 +239,10 @@ public enum StateRecord: Sendable, Equatable {
         case .retry: break  // pending retries live in the gateway's retry queue, not in the index
         }
     }
+}
+
+/// Runs `body` over the bytes of `array`, or over nil.
+func withOptionalBuffer<Result>(_ array: [UInt8]?, _ body: (UnsafeBufferPointer<UInt8>?) -> Result) -> Result {
+    guard let array else { return body(nil) }
+    return array.withUnsafeBufferPointer { body($0) }
 }

@@ -149,4 +149,27 @@ func retryBenchmarks() {
             blackHole(RetryRecord(key: key, entries: entries).value)
         }
     }
+
+    // A state record as the gateway writes it (issue 19: 1,000,000 of them at start-up), decoded by the load's
+    // fast path and by the JSON decoder it falls back to.
+    let stateRecord = SubscriptionRecord(
+        app: "app7", subscription: Subscription(
+            path: DataPath(validatedSegments: ["users", "u42"]), subscriber: SubscriberKey(token: token(42)),
+            settings: SubscriptionSettings(mode: .noData, expiresAt: 1_900_000_000)))
+    let stateKey = stateRecord.key
+    let stateValue = stateRecord.value ?? []
+    Benchmark("state record: decode a subscription (load's fast path)") { benchmark in
+        stateKey.withUnsafeBufferPointer { key in
+            stateValue.withUnsafeBufferPointer { value in
+                for _ in benchmark.scaledIterations { blackHole(try? StateRecord.decode(key: key, value: value)) }
+            }
+        }
+    }
+    Benchmark("state record: decode a subscription (JSON decoder)") { benchmark in
+        stateKey.withUnsafeBufferPointer { key in
+            stateValue.withUnsafeBufferPointer { value in
+                for _ in benchmark.scaledIterations { blackHole(try? SubscriptionRecord.decodeParsingJSON(key: key, value: value)) }
+            }
+        }
+    }
 }
