@@ -50,8 +50,18 @@ final class StateStore: Service, Sendable {
     }
     private let listeners = Mutex(Listeners())
 
+    /// The partitions held, each behind its own lock (a copy of `State.partitions`, written with it under the
+    /// store's lock): the event path and the delivery lanes find a partition without the lock every partition shares.
+    private let directory = PartitionStripes<PartitionState>()
+
     private struct State {
-        var partitions: [Int32: PartitionState] = [:]
+        /// Changed only through ``setPartition(_:_:directory:)``, which keeps the directory in step.
+        private(set) var partitions: [Int32: PartitionState] = [:]
+
+        mutating func setPartition(_ index: Int32, _ partition: PartitionState?, directory: PartitionStripes<PartitionState>) {
+            partitions[index] = partition
+            directory.withLock(index) { $0 = partition }
+        }
         var loads: [Int32: Load] = [:]
         /// Bumped by every load and release of a partition: a load whose generation is not the latest is stale
         /// (the partition was given up, or assigned again, meanwhile) and ends without effect.
@@ -167,7 +177,7 @@ final class StateStore: Service, Sendable {
         return count > 0 ? partitioner.partition(of: Array(app.utf8), partitions: count) : -1
     }
 
-    func partition(_ index: Int32) -> PartitionState? { state.withLock { $0.partitions[index] } }
+    func partition(_ index: Int32) -> PartitionState? { directory.withLock(index) { $0 } }
 
     /// The partition of `app` when this replica owns it and has loaded it.
     func ownedPartition(ofApp app: String) -> PartitionState? {
@@ -411,7 +421,7 @@ final class StateStore: Service, Sendable {
     private func giveUpOverBudget(_ index: Int32, _ partition: PartitionState, _ refusal: StateBudget.Refusal) {
         let (waiter, dropped) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, Bool) in
             guard state.partitions[index] === partition else { return (nil, false) }
-            state.partitions[index] = nil
+            state.setPartition(index, nil, directory: directory)
             state.generations[index] = (state.generations[index] ?? 0) + 1
             if partition.role == .loading { state.overBudget[index] = refusal }
             return (state.loads.removeValue(forKey: index)?.waiter, true)
@@ -466,7 +476,7 @@ final class StateStore: Service, Sendable {
                 return (existing, tailed ? nil : existing.logEnd, generation)
             }
             let partition = makePartition(index, role: .loading)
-            state.partitions[index] = partition
+            state.setPartition(index, partition, directory: directory)
             return (partition, -2, generation)
         }
         // Outside the store's lock: it is never held while a partition's lock is taken (docs/ARCHITECTURE.md,
@@ -537,7 +547,7 @@ final class StateStore: Service, Sendable {
 
     /// Whether `partition` is the one the latest load of `index` produced (a caller promoting it checks first).
     func isCurrent(_ partition: PartitionState, index: Int32) -> Bool {
-        state.withLock { $0.partitions[index] === partition }
+        directory.withLock(index) { $0 === partition }
     }
 
     /// Gives partition `index` up as owner: keeps it as a standby copy (reading on from where the log was
@@ -549,7 +559,7 @@ final class StateStore: Service, Sendable {
             let waiter = state.loads.removeValue(forKey: index)?.waiter
             guard let partition = state.partitions[index] else { return nil }
             let tailed = partition.role == .loading || partition.role == .standby
-            if !keepAsStandby { state.partitions[index] = nil }
+            if !keepAsStandby { state.setPartition(index, nil, directory: directory) }
             return (partition, keepAsStandby, tailed, waiter)
         }
         guard let (partition, standby, tailed, waiter) = dropped else { return }
@@ -573,11 +583,11 @@ final class StateStore: Service, Sendable {
             var removed: [Int32] = []
             for index in indexes where state.partitions[index] == nil {
                 let partition = makePartition(index, role: .standby)
-                state.partitions[index] = partition
+                state.setPartition(index, partition, directory: directory)
                 added.append(partition)
             }
             for (index, partition) in state.partitions where partition.role == .standby && !indexes.contains(index) {
-                state.partitions[index] = nil
+                state.setPartition(index, nil, directory: directory)
                 removed.append(index)
                 dropped.append(partition)
             }
