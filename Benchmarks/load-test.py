@@ -322,6 +322,7 @@ def main() -> int:
     ap.add_argument("--linger-ms", type=float, default=20.0,
                     help="producer batching delay (Tansu spends CPU per produce request: small batches slow it down)")
     ap.add_argument("--max-in-flight", type=int, default=2000, help="fcm.maxInFlightPerProject")
+    ap.add_argument("--connections", type=int, default=2, help="fcm.maxConnections (HTTP/2 connections to the fake)")
     ap.add_argument("--max-in-flight-records", type=int, default=20000, help="kafka.maxInFlightRecords")
     ap.add_argument("--kafka-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="extra librdkafka property for the gateway (kafka.properties), e.g. fetch.wait.max.ms=10")
@@ -373,7 +374,7 @@ def main() -> int:
                       "deadLetterTopic": topics.dlq, "stateTopic": topics.state,
                       "snapshotRequestsTopic": topics.snapshots, "membersTopic": topics.members, "maxInFlightRecords": args.max_in_flight_records,
                       "properties": dict(FAST_GROUP_PROPERTIES, **dict(kv.split("=", 1) for kv in args.kafka_prop))},
-            "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": 2,
+            "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": args.connections,
                     "maxInFlightPerProject": args.max_in_flight, **fcm_tls},
             "logging": {"format": "json", "level": "warning"},
             "allowInsecureEndpoints": True,  # the fake FCM is h2c (cleartext)
@@ -381,6 +382,10 @@ def main() -> int:
                                                                   f"proj-{a}", base + "/token", pem)}
                      for a in apps},
         }
+        # The load generator subscribes every device from one address, far faster than a client may write.
+        for settings in config["apps"].values():
+            settings["quotas"] = {"clientWritesPerSecond": 1_000_000, "clientWriteBurst": 1_000_000,
+                                  "anonymousWritesPerSecond": 1_000_000, "anonymousWriteBurst": 1_000_000}
         if args.quota is not None:
             for settings in config["apps"].values():
                 settings["fcm"] = {"maxSendsPerMinute": args.quota}

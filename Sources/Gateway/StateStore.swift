@@ -41,14 +41,17 @@ final class StateStore: Service, Sendable {
         var waiter: CheckedContinuation<Bool, Never>?
     }
 
-    /// What the store tells the others (set once they exist).
+    /// What the store tells the others (set once they exist, before any partition is made).
     private struct Listeners {
         var fenced: @Sendable (Int32) -> Void = { _ in }
         var rewriteRetryLine: @Sendable (RetryKey) -> Void = { _ in }
         var releaseTicket: @Sendable (UInt64) -> Void = { _ in }
         var subscriptionEnded: @Sendable (EndedSubscription) -> Void = { _ in }
     }
-    private let listeners = Mutex(Listeners())
+    /// Nil until ``listen(fenced:rewriteRetryLine:releaseTicket:subscriptionEnded:)``. Read once per partition
+    /// made: each partition's hooks hold the closures themselves, so releasing a ticket (once per change record)
+    /// takes no lock that every partition shares.
+    private let listeners = Mutex<Listeners?>(nil)
 
     /// The partitions held, each behind its own lock (a copy of `State.partitions`, written with it under the
     /// store's lock): the event path and the delivery lanes find a partition without the lock every partition shares.
@@ -117,13 +120,13 @@ final class StateStore: Service, Sendable {
     }
 
     private func makePartition(_ index: Int32, role: PartitionRole) -> PartitionState {
+        let listening = listeners.withLock { $0 }
+        assert(listening != nil, "StateStore.listen must be called before a partition is made")
+        let listeners = listening ?? Listeners()
         let hooks = PartitionHooks(
             readRange: { [self] partition, from, to in readRange(partition: partition, from: from, to: to) },
-            fenced: { [self] partition in listeners.withLock { $0.fenced }(partition) },
-            rewriteRetryLine: { [self] key in listeners.withLock { $0.rewriteRetryLine }(key) },
-            releaseTicket: { [self] ticket in listeners.withLock { $0.releaseTicket }(ticket) },
-            subscriptionEnded: { [self] ended in listeners.withLock { $0.subscriptionEnded }(ended) },
-            metrics: metrics)
+            fenced: listeners.fenced, rewriteRetryLine: listeners.rewriteRetryLine, releaseTicket: listeners.releaseTicket,
+            subscriptionEnded: listeners.subscriptionEnded, metrics: metrics)
         return PartitionState(
             partition: index, topic: topic, role: role, sink: sink, hooks: hooks, logger: logger, bytes: budget.partitionMeter())
     }
@@ -300,8 +303,7 @@ final class StateStore: Service, Sendable {
     /// when `groupsInFlight` groups are waiting.
     private func tail() {
         let limiter = LogLimiter()
-        let workers = PartitionWorkers(count: 0)
-        let slots = DispatchSemaphore(value: Self.groupsInFlight)
+        let workers = PartitionWorkers(count: 0, label: "state-worker", maxQueued: Self.groupsInFlight)
         var batch: [KafkaRecord] = []
         batch.reserveCapacity(Self.batchLimit)
         while !stopping.load(ordering: .relaxed) {
@@ -329,15 +331,7 @@ final class StateStore: Service, Sendable {
                 // The partition as it is now, when its records were read: records of an assignment given up meanwhile
                 // never reach a copy loaded again later.
                 guard let partition = partition(index), partition.role.isRead else { continue }
-                if workers.count == 1 {
-                    apply(records, to: partition)
-                    continue
-                }
-                slots.wait()
-                workers.run(on: index) { [self] in
-                    apply(records, to: partition)
-                    slots.signal()
-                }
+                workers.run(on: index) { [self] in apply(records, to: partition) }
             }
         }
         workers.barrier()
