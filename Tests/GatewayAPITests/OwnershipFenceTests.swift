@@ -321,6 +321,60 @@ final class OwnershipFenceTests: XCTestCase {
         XCTAssertTrue(finished, "a thread is stuck: a lock-order cycle")
         XCTAssertGreaterThanOrEqual(iterations.value.load(ordering: .relaxed), 20, "the rebalances made too little progress")
     }
+
+    // MARK: Shutdown
+
+    /// A state log that cannot be read back (the broker is away for the verifier): a gap stays unread, its read
+    /// tried again every second (for up to a minute).
+    final class UnreadableLog: LogReader {
+        let attempts = Atomic<Int>(0)
+        func poll(timeoutMs: Int32) -> KafkaConsumer.PollResult { .none }
+        func addAssignment(_ offsets: [TopicPartition: Int64]) throws {
+            attempts.add(1, ordering: .relaxed)
+            throw KafkaError(message: "the log cannot be read")
+        }
+        func removeAssignment(_ partitions: [TopicPartition]) throws {}
+        func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 { GatewayHarness.partitions }
+        func close() {}
+    }
+
+    /// The gateway's timers stop (the lifecycle, just before the producer closes) while a gap is still unread: its
+    /// next read, a second away, runs at once as stopped, and the write behind the gap is answered "maybe stored"
+    /// (504) then, not after the read's attempts.
+    func testAGapStillUnreadWhenTheTimersStopAnswersItsWriteMaybeStoredAtOnce() async throws {
+        let reader = UnreadableLog()
+        let a = try GatewayHarness(apps: [Self.app: AppSettings()], verifier: reader)
+        try await a.start()
+        addTeardownBlock { await a.stop() }
+        try await subscribe(a, device: "one")
+        // Stored but reported failed: its offset is a gap before the next write.
+        a.log.setLosingAcknowledgements(true)
+        do {
+            try await subscribe(a, device: "lost")
+            XCTFail("a failed write was acknowledged")
+        } catch let error as APIError {
+            XCTAssertEqual(error.status, .gatewayTimeout, "\(error)")
+        }
+        a.log.setLosingAcknowledgements(false)
+        let answer = Mutex<APIError?>(nil)
+        let answered = Atomic<Bool>(false)
+        let request = V1SubscribeRequest(app: Self.app, path: try DataPath("/x"), deviceID: "two", mode: .noData, authToken: nil)
+        Task {
+            do {
+                try await a.service.subscribe(request)
+            } catch let error as APIError {
+                answer.withLock { $0 = error }
+            } catch {}
+            answered.store(true, ordering: .releasing)
+        }
+        await waitUntil("the gap read failed") { reader.attempts.load(ordering: .relaxed) >= 1 }
+        XCTAssertFalse(answered.load(ordering: .acquiring), "the write waits for its gap")
+
+        await a.log.timers.shutdown()
+        await waitUntil("the write behind the gap answered") { answered.load(ordering: .acquiring) }
+        XCTAssertEqual(answer.withLock { $0?.status }, .gatewayTimeout, "maybe stored: the next owner reads the log")
+        XCTAssertEqual(a.log.timers.pendingCount, 0, "nothing left to fire")
+    }
 }
 
 /// A shared counter or flag for test threads.
