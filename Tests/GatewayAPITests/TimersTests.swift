@@ -1,6 +1,11 @@
+import GatewayTesting
 import KafkaClient
+import Logging
+import PushCore
 import Synchronization
 import XCTest
+
+@testable import Gateway
 
 /// The gateway's one timer service (``Timers``): a work runs once, due or stopped; the shutdown resolves every
 /// pending work at once and keeps none. No timing is asserted: long delays stand for "not before the shutdown",
@@ -114,5 +119,23 @@ final class TimersTests: XCTestCase {
         await timers.shutdown()
         XCTAssertEqual(firings.all["first"], [.due])
         XCTAssertEqual(firings.all["second"], [.stopped])
+    }
+
+    /// A partition's timer (here a repair an hour away) holds its driver until it fires: once the gateway's timers
+    /// stop, it is resolved (a repair is not written on the stopped path) and the partition is released, without
+    /// waiting the hour.
+    func testAPendingPartitionTimerNoLongerHoldsThePartitionAfterTheShutdown() async throws {
+        let log = InMemoryLog(topics: ["state": 1])
+        weak var partition: PartitionState?
+        do {
+            let state = PartitionState(partition: 0, topic: "state", role: .owner, sink: log, logger: Logger(label: "test"))
+            partition = state
+            state.scheduleRepair(RetryKey(app: "chat", path: try DataPath("/x"), subscriber: SubscriberKey(kind: .mobile, token: "t")), delay: 3600)
+        }
+        XCTAssertEqual(log.timers.pendingCount, 1)
+        XCTAssertNotNil(partition, "held by its pending repair")
+        await log.timers.shutdown()
+        await waitUntil("the partition released") { partition == nil }
+        XCTAssertTrue(log.records("state", partition: 0).isEmpty, "the repair was not written on its stopped path")
     }
 }
