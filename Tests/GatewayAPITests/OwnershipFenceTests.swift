@@ -16,8 +16,10 @@ import XCTest
 final class OwnershipFenceTests: XCTestCase {
     static let app = "chat"
 
-    func harness(log: InMemoryLog? = nil, owning: [Int32] = Array(0..<GatewayHarness.partitions)) async throws -> GatewayHarness {
-        let harness = try GatewayHarness(apps: [Self.app: AppSettings()], log: log)
+    func harness(
+        log: InMemoryLog? = nil, owning: [Int32] = Array(0..<GatewayHarness.partitions), verifier: (any LogReader)? = nil
+    ) async throws -> GatewayHarness {
+        let harness = try GatewayHarness(apps: [Self.app: AppSettings()], log: log, verifier: verifier)
         try await harness.start(owning: owning)
         addTeardownBlock { await harness.stop() }
         return harness
@@ -36,6 +38,20 @@ final class OwnershipFenceTests: XCTestCase {
                 topic: GatewayHarness.stateTopic, partition: index, key: OwnerTag.loadMarkerKey, value: [],
                 headers: [KafkaHeader(name: OwnerTag.header, value: tag)]),
             completion: { _ in })
+    }
+
+    /// A write the broker stored but reported failed (a timeout): its offset is a gap before the next write.
+    func leaveAGap(_ harness: GatewayHarness) async throws {
+        harness.log.setLosingAcknowledgements(true)
+        defer { harness.log.setLosingAcknowledgements(false) }
+        do {
+            try await subscribe(harness, device: "lost")
+            XCTFail("a failed write was acknowledged")
+        } catch let error as APIError {
+            // Sent and not confirmed: it may have been stored, so its outcome is unknown (504), not "failed" (503).
+            XCTAssertEqual(error.status, .gatewayTimeout, "\(error)")
+            XCTAssertFalse(error.notOwner)
+        }
     }
 
     func devices(_ harness: GatewayHarness) -> Set<String> {
@@ -76,17 +92,7 @@ final class OwnershipFenceTests: XCTestCase {
     func testAGapOfTheOwnersOwnRecordsIsCheckedAndClear() async throws {
         let a = try await harness()
         try await subscribe(a, device: "one")
-        // A write the broker stored but reported failed (a timeout): its offset is a gap before the next write.
-        a.log.setLosingAcknowledgements(true)
-        do {
-            try await subscribe(a, device: "lost")
-            XCTFail("a failed write was acknowledged")
-        } catch let error as APIError {
-            // Sent and not confirmed: it may have been stored, so its outcome is unknown (504), not "failed" (503).
-            XCTAssertEqual(error.status, .gatewayTimeout, "\(error)")
-            XCTAssertFalse(error.notOwner)
-        }
-        a.log.setLosingAcknowledgements(false)
+        try await leaveAGap(a)
         try await subscribe(a, device: "two")
         XCTAssertTrue(a.fenced.isEmpty)
         await a.eventually("the repair of the failed write applied") { devices(a) == ["one", "two"] }
@@ -343,19 +349,9 @@ final class OwnershipFenceTests: XCTestCase {
     /// (504) then, not after the read's attempts.
     func testAGapStillUnreadWhenTheTimersStopAnswersItsWriteMaybeStoredAtOnce() async throws {
         let reader = UnreadableLog()
-        let a = try GatewayHarness(apps: [Self.app: AppSettings()], verifier: reader)
-        try await a.start()
-        addTeardownBlock { await a.stop() }
+        let a = try await harness(verifier: reader)
         try await subscribe(a, device: "one")
-        // Stored but reported failed: its offset is a gap before the next write.
-        a.log.setLosingAcknowledgements(true)
-        do {
-            try await subscribe(a, device: "lost")
-            XCTFail("a failed write was acknowledged")
-        } catch let error as APIError {
-            XCTAssertEqual(error.status, .gatewayTimeout, "\(error)")
-        }
-        a.log.setLosingAcknowledgements(false)
+        try await leaveAGap(a)
         let answer = Mutex<APIError?>(nil)
         let answered = Atomic<Bool>(false)
         let request = V1SubscribeRequest(app: Self.app, path: try DataPath("/x"), deviceID: "two", mode: .noData, authToken: nil)
