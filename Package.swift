@@ -68,7 +68,11 @@ let package = Package(
         // One thin Swift wrapper per C library.
         .target(
             name: "KafkaClient",
-            dependencies: ["CRdKafka", "GatewayLogging", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CRdKafka", "GatewayLogging", .product(name: "Logging", package: "swift-log"),
+                // The timer service's deadlines (`Timers`).
+                .product(name: "HeapModule", package: "swift-collections"),
+            ],
             swiftSettings: strict,
             linkerSettings: rdkafkaRuntimePath
         ),

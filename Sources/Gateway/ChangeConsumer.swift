@@ -39,6 +39,8 @@ final class ChangeConsumer: Service, Sendable {
     private let takeBackAfter: Duration
     /// How long a partition that did not fit the byte budget waits before it is loaded again.
     private let overBudgetRetry: Duration
+    /// The gateway's timer service: the retries of a partition over its budget and the take-backs wait on it.
+    private let timers: Timers
     private let logger: Logger
 
     /// Loads requested by the rebalance callback, run by `run()`'s task group.
@@ -51,8 +53,9 @@ final class ChangeConsumer: Service, Sendable {
         consumer: KafkaConsumer, topic: String, companion: String? = nil, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, pauses: FetchPauses, membership: Membership, health: Health, sweeper: RevocationSweeper,
         drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60),
-        workers: PartitionWorkers = PartitionWorkers(count: 0), logger: Logger
+        workers: PartitionWorkers = PartitionWorkers(count: 0), timers: Timers, logger: Logger
     ) {
+        self.timers = timers
         self.workers = workers
         self.takeBackAfter = takeBackAfter
         self.overBudgetRetry = overBudgetRetry
@@ -145,8 +148,8 @@ final class ChangeConsumer: Service, Sendable {
         guard let state = await store.load(partition) else {
             if store.overBudget(partition) != nil {
                 // Not served until it fits (memory freed by another partition leaving, a budget raised): tried again.
-                DispatchQueue.global().asyncAfter(deadline: .now() + overBudgetRetry.seconds) { [self] in
-                    guard !stopping.load(ordering: .relaxed) else { return }
+                timers.schedule(after: overBudgetRetry.seconds) { [self] firing in
+                    guard firing == .due, !stopping.load(ordering: .relaxed) else { return }
                     let now = ownership.snapshot
                     let owned = now.owned.contains(partition) && !now.ready.contains(partition)
                     if owned, store.overBudget(partition) != nil { loads.withLock { $0 }?.yield(partition) }
@@ -179,11 +182,11 @@ final class ChangeConsumer: Service, Sendable {
         ownership.forget([partition], fenced: true)
         abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
-        DispatchQueue.global().asyncAfter(deadline: .now() + takeBackAfter.seconds) { [self] in
+        timers.schedule(after: takeBackAfter.seconds) { [self] firing in
             // No rebalance came to say who owns it, and the group still assigns it here: taken back (the other
-            // replica, if it still believes it owns it, is superseded in turn).
+            // replica, if it still believes it owns it, is superseded in turn). Not once the gateway stops.
             let stale = ownership.fenced.contains(partition)
-            guard stale, !stopping.load(ordering: .relaxed), consumer.assignment().contains(topicPartition) else { return }
+            guard firing == .due, stale, !stopping.load(ordering: .relaxed), consumer.assignment().contains(topicPartition) else { return }
             logger.warning(
                 "the consumer group still assigns a partition another replica wrote to: taking it back",
                 metadata: [LoggingKeys.kafkaPartition: "\(partition)"])

@@ -116,8 +116,11 @@ public struct GatewayApp {
         }
 
         let drain = Duration.milliseconds(Int64(configuration.shutdown.drainSeconds * 1000))
+        // The one timer service of the gateway's retries and delays (writes retried until stored, repairs, gap reads,
+        // take-backs), stopped by the lifecycle just before the producer (``TimersService``).
+        let timers = Timers(label: "gateway-timers")
         let writer = try KafkaWriter(
-            properties: producerProperties, flushTimeout: drain, health: kafkaHealth, metrics: metrics, logger: logger)
+            properties: producerProperties, flushTimeout: drain, health: kafkaHealth, metrics: metrics, timers: timers, logger: logger)
         // A fatal error of a consumer (rare: they are fenced only with static membership) ends the process; the
         // pod restarts. Every client reports brokers down.
         let eventLogger = logger
@@ -202,7 +205,7 @@ public struct GatewayApp {
             consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, store: store, processor: processor, delivery: delivery,
             tickets: tickets, ledger: ledger, pauses: pauses, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
             takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)),
-            workers: PartitionWorkers(count: kafka.workers), logger: logger)
+            workers: PartitionWorkers(count: kafka.workers), timers: timers, logger: logger)
         store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) }, releaseTicket: { tickets.release($0) },
             subscriptionEnded: { eventHook.record($0) })
         let service = SubscriptionService(
@@ -247,9 +250,11 @@ public struct GatewayApp {
             configuration: .init(
                 // Started in this order, stopped in reverse: stop consuming (finish in-flight records, commit),
                 // then the settings, the API (calls during the drain are still answered), the deliveries, the
-                // membership record, the state reads, and last the producer (flushed).
+                // membership record, the state reads, the timers (every retry still pending ends), and last the
+                // producer (flushed).
                 services: [
                     .init(service: writer),
+                    .init(service: TimersService(timers: timers)),
                     .init(service: store),
                     .init(service: membership),
                     // Stopped after the deliveries, whose outcomes end subscriptions.

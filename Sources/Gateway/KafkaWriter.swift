@@ -39,7 +39,14 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     /// How long a producer may time out every record while Kafka is reachable before it is replaced.
     let stuckAfter: Duration
 
-    init(properties: [String: String], flushTimeout: Duration, health: KafkaHealth, metrics: GatewayMetrics, logger: Logger) throws {
+    /// The gateway's timer service: a failed replacement is tried again on it, and every write retried until
+    /// stored waits on it (``RecordSink/timers``).
+    let timers: Timers
+
+    init(
+        properties: [String: String], flushTimeout: Duration, health: KafkaHealth, metrics: GatewayMetrics, timers: Timers, logger: Logger
+    ) throws {
+        self.timers = timers
         let timeoutMs = properties["message.timeout.ms"].flatMap(Int.init) ?? 60_000
         self.stuckAfter = max(.seconds(15), .milliseconds(3 * timeoutMs))
         self.properties = properties
@@ -72,9 +79,10 @@ final class KafkaWriter: Service, RecordSink, Sendable {
     }
 
     /// Makes the new producer; when even that fails (a configuration librdkafka refuses now, no memory), tries again
-    /// with backoff (1 s doubling to 30 s) while the writer runs: readiness says the producer is being replaced.
+    /// with backoff (1 s doubling to 30 s, on ``timers``) while the writer and the timers run: readiness says the
+    /// producer is being replaced. The timers' shutdown ends a wait at once (nothing of the writer is held past it).
     private func replace(after cause: KafkaError, attempt: Int) {
-        guard !closed.load(ordering: .relaxed) else {
+        guard !closed.load(ordering: .relaxed), timers.isRunning else {
             replacing.store(false, ordering: .releasing)
             return
         }
@@ -84,7 +92,10 @@ final class KafkaWriter: Service, RecordSink, Sendable {
         } catch {
             let delay = min(30.0, Double(1 << min(attempt, 5)))
             logger.critical("cannot create a new Kafka producer; trying again", metadata: [LoggingKeys.error: "\(error)", LoggingKeys.retrySeconds: "\(delay)"])
-            replacements.asyncAfter(deadline: .now() + delay) { [self] in replace(after: cause, attempt: attempt + 1) }
+            timers.schedule(after: delay) { [self] firing in
+                guard firing == .due else { return replacing.store(false, ordering: .releasing) }
+                replacements.async { [self] in replace(after: cause, attempt: attempt + 1) }
+            }
             return
         }
         defer { replacing.store(false, ordering: .releasing) }

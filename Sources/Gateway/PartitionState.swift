@@ -34,8 +34,6 @@ final class PartitionState: Sendable {
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
     private static let failureLog = LogLimiter()
-    /// Gaps are read back here, off the lock and off the cooperative pool (blocking reads).
-    private static let gapReads = DispatchQueue(label: "state-gap-reads", attributes: .concurrent)
 
     init(
         partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, hooks: PartitionHooks = PartitionHooks(), logger: Logger,
@@ -122,18 +120,22 @@ final class PartitionState: Sendable {
             case .resume(let callback, let answer):
                 callback(answer, false)
             case .schedule(let timer, let seconds):
-                // Retried writes end with the sink, as `RecordSink.produceUntilStored` does: none outlives a shutdown.
+                // On the gateway's timer service (the sink's). Retried writes end with the sink or the timers, as
+                // `RecordSink.produceUntilStored` does: none outlives a shutdown. A confirmation's timeout runs
+                // even then (at once: its waiter hears no).
                 guard sink.isOpen || !timer.writesAgain else { continue }
                 let wait = timer.jittered ? seconds * Double.random(in: 0.8...1.2) : seconds
-                DispatchQueue.global().asyncAfter(deadline: .now() + wait) { [self] in
-                    guard sink.isOpen || !timer.writesAgain else { return }
+                sink.timers.schedule(after: wait) { [self] firing in
+                    guard (firing == .due && sink.isOpen) || !timer.writesAgain else { return }
                     input { $0.timerFired(timer, uptime: Uptime.now) }
                 }
             case .readGap(let from, let to, let tag, let attempt, let after):
-                Self.gapReads.asyncAfter(deadline: .now() + after) { [self] in
-                    // The gap reads end with the sink too: a stopping replica answers the writes behind the gap
-                    // "maybe stored" rather than read (and fail to read) for up to a minute.
-                    guard sink.isOpen else { return input { $0.gapAbandoned(uptime: Uptime.now) } }
+                // Read off the lock and off the cooperative pool (the timers run work on a global queue: blocking
+                // reads are fine).
+                sink.timers.schedule(after: after) { [self] firing in
+                    // The gap reads end with the sink and the timers too: a stopping replica answers the writes
+                    // behind the gap "maybe stored" rather than read (and fail to read) for up to a minute.
+                    guard firing == .due, sink.isOpen else { return input { $0.gapAbandoned(uptime: Uptime.now) } }
                     let records = hooks.readRange(partition, from, to)?.map(LogRecord.init)
                     input { $0.gapRead(from: from, to: to, tag: tag, attempt: attempt, records: records, uptime: Uptime.now) }
                 }

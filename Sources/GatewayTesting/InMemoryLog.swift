@@ -18,7 +18,14 @@ public final class InMemoryLog: RecordSink, Sendable {
     private let state = Mutex(State())
     private let acknowledgements = DispatchQueue(label: "in-memory-log-acks")
 
-    public init(topics: [String: Int32]) { state.withLock { $0.partitions = topics } }
+    /// The timer service its writes are retried on: each log has its own, which a test shuts down to stop the
+    /// gateway's timers as the lifecycle does.
+    public let timers: Timers
+
+    public init(topics: [String: Int32], timers: Timers = Timers(label: "in-memory-log-timers")) {
+        self.timers = timers
+        state.withLock { $0.partitions = topics }
+    }
 
     /// Acknowledgements are held until ``releaseAcknowledgements()`` (writes stay in flight).
     public func holdAcknowledgements() { state.withLock { $0.holding = true } }

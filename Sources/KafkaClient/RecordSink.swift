@@ -1,5 +1,3 @@
-import Dispatch
-
 /// Where the gateway's records go: the Kafka producer in production (the gateway's `KafkaWriter`), an in-memory
 /// log in unit tests (`GatewayTesting`'s `InMemoryLog`).
 public protocol RecordSink: Sendable {
@@ -11,25 +9,30 @@ public protocol RecordSink: Sendable {
     ) -> KafkaError?
     /// False once the sink takes no more records (it is closing): writes retried until stored end then.
     var isOpen: Bool { get }
+    /// The timer service its writes are retried on (``produceUntilStored(_:delay:maxDelay:while:failed:done:)``, the
+    /// partitions' repairs and gap reads): the gateway's one ``Timers``, stopped just before the sink closes. A
+    /// retry pending then ends at once, as on a closed sink.
+    var timers: Timers { get }
 }
 
 extension RecordSink {
     public var isOpen: Bool { true }
 
     /// Produces `record` until it is stored: after a failure, again `delay` seconds later (doubling up to
-    /// `maxDelay`), while `keepTrying()` holds and the sink is open (a shutdown ends the chain). `failed` hears each
-    /// failure with the delay before the next attempt; `done` runs once, with the record's offset once it is
-    /// acknowledged, or nil when the chain ended without storing it. The one chain for records written outside a
-    /// partition's state machine (dead letters, load markers); the machine's own writes retry on its timers.
+    /// `maxDelay`, on ``timers``), while `keepTrying()` holds and the sink and its timers run (a shutdown ends the
+    /// chain at once, even in the middle of a wait). `failed` hears each failure with the delay before the next
+    /// attempt; `done` runs once, with the record's offset once it is acknowledged, or nil when the chain ended
+    /// without storing it. The one chain for records written outside a partition's state machine (dead letters,
+    /// load markers); the machine's own writes retry on its timers, the same service.
     public func produceUntilStored(
         _ record: KafkaRecord, delay: Double = 1, maxDelay: Double = 30, while keepTrying: @escaping @Sendable () -> Bool,
         failed: @escaping @Sendable (KafkaError, Double) -> Void, done: @escaping @Sendable (Int64?) -> Void
     ) {
         let retry: @Sendable (KafkaError) -> Void = { [self] error in
-            guard isOpen, keepTrying() else { return done(nil) }
+            guard isOpen, timers.isRunning, keepTrying() else { return done(nil) }
             failed(error, delay)
-            DispatchQueue.global().asyncAfter(deadline: .now() + delay) {
-                guard isOpen, keepTrying() else { return done(nil) }
+            timers.schedule(after: delay) { firing in
+                guard firing == .due, isOpen, keepTrying() else { return done(nil) }
                 produceUntilStored(
                     record, delay: min(delay * 2, maxDelay), maxDelay: maxDelay, while: keepTrying, failed: failed, done: done)
             }

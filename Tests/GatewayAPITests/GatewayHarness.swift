@@ -124,14 +124,15 @@ final class GatewayHarness: Sendable {
     init(
         apps: [String: AppSettings], log: InMemoryLog? = nil, sender: FakeSender = FakeSender(),
         policy: RetryPolicy = RetryPolicy(initialDelay: 0.02, multiplier: 2, maximumDelay: 0.1, deadline: 60, jitter: 0),
-        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000, lanes: Int = GatewayHarness.lanes
+        budget: StateBudget = StateBudget(), maxInFlight: Int = 2000, lanes: Int = GatewayHarness.lanes,
+        verifier: (any LogReader)? = nil
     ) throws {
         let log = log ?? InMemoryLog(topics: [Self.stateTopic: Self.partitions])
         self.log = log
         self.sender = sender
         let logger = Logger(label: "test")
         store = StateStore(
-            consumer: InMemoryLog.Reader(log: log), verifier: InMemoryLog.Reader(log: log), sink: log, topic: Self.stateTopic,
+            consumer: InMemoryLog.Reader(log: log), verifier: verifier ?? InMemoryLog.Reader(log: log), sink: log, topic: Self.stateTopic,
             partitioner: .consistentRandom, metrics: metrics, budget: budget, logger: logger)
         profiles = AppProfiles()
         let builder = AppProfileBuilder(httpClient: nil, fcm: .init(), logger: logger)

@@ -16,8 +16,10 @@ import XCTest
 final class OwnershipFenceTests: XCTestCase {
     static let app = "chat"
 
-    func harness(log: InMemoryLog? = nil, owning: [Int32] = Array(0..<GatewayHarness.partitions)) async throws -> GatewayHarness {
-        let harness = try GatewayHarness(apps: [Self.app: AppSettings()], log: log)
+    func harness(
+        log: InMemoryLog? = nil, owning: [Int32] = Array(0..<GatewayHarness.partitions), verifier: (any LogReader)? = nil
+    ) async throws -> GatewayHarness {
+        let harness = try GatewayHarness(apps: [Self.app: AppSettings()], log: log, verifier: verifier)
         try await harness.start(owning: owning)
         addTeardownBlock { await harness.stop() }
         return harness
@@ -36,6 +38,20 @@ final class OwnershipFenceTests: XCTestCase {
                 topic: GatewayHarness.stateTopic, partition: index, key: OwnerTag.loadMarkerKey, value: [],
                 headers: [KafkaHeader(name: OwnerTag.header, value: tag)]),
             completion: { _ in })
+    }
+
+    /// A write the broker stored but reported failed (a timeout): its offset is a gap before the next write.
+    func leaveAGap(_ harness: GatewayHarness) async throws {
+        harness.log.setLosingAcknowledgements(true)
+        defer { harness.log.setLosingAcknowledgements(false) }
+        do {
+            try await subscribe(harness, device: "lost")
+            XCTFail("a failed write was acknowledged")
+        } catch let error as APIError {
+            // Sent and not confirmed: it may have been stored, so its outcome is unknown (504), not "failed" (503).
+            XCTAssertEqual(error.status, .gatewayTimeout, "\(error)")
+            XCTAssertFalse(error.notOwner)
+        }
     }
 
     func devices(_ harness: GatewayHarness) -> Set<String> {
@@ -76,17 +92,7 @@ final class OwnershipFenceTests: XCTestCase {
     func testAGapOfTheOwnersOwnRecordsIsCheckedAndClear() async throws {
         let a = try await harness()
         try await subscribe(a, device: "one")
-        // A write the broker stored but reported failed (a timeout): its offset is a gap before the next write.
-        a.log.setLosingAcknowledgements(true)
-        do {
-            try await subscribe(a, device: "lost")
-            XCTFail("a failed write was acknowledged")
-        } catch let error as APIError {
-            // Sent and not confirmed: it may have been stored, so its outcome is unknown (504), not "failed" (503).
-            XCTAssertEqual(error.status, .gatewayTimeout, "\(error)")
-            XCTAssertFalse(error.notOwner)
-        }
-        a.log.setLosingAcknowledgements(false)
+        try await leaveAGap(a)
         try await subscribe(a, device: "two")
         XCTAssertTrue(a.fenced.isEmpty)
         await a.eventually("the repair of the failed write applied") { devices(a) == ["one", "two"] }
@@ -320,6 +326,50 @@ final class OwnershipFenceTests: XCTestCase {
         }
         XCTAssertTrue(finished, "a thread is stuck: a lock-order cycle")
         XCTAssertGreaterThanOrEqual(iterations.value.load(ordering: .relaxed), 20, "the rebalances made too little progress")
+    }
+
+    // MARK: Shutdown
+
+    /// A state log that cannot be read back (the broker is away for the verifier): a gap stays unread, its read
+    /// tried again every second (for up to a minute).
+    final class UnreadableLog: LogReader {
+        let attempts = Atomic<Int>(0)
+        func poll(timeoutMs: Int32) -> KafkaConsumer.PollResult { .none }
+        func addAssignment(_ offsets: [TopicPartition: Int64]) throws {
+            attempts.add(1, ordering: .relaxed)
+            throw KafkaError(message: "the log cannot be read")
+        }
+        func removeAssignment(_ partitions: [TopicPartition]) throws {}
+        func partitionCount(topic: String, timeoutMs: Int32) throws -> Int32 { GatewayHarness.partitions }
+        func close() {}
+    }
+
+    /// The gateway's timers stop (the lifecycle, just before the producer closes) while a gap is still unread: its
+    /// next read, a second away, runs at once as stopped, and the write behind the gap is answered "maybe stored"
+    /// (504) then, not after the read's attempts.
+    func testAGapStillUnreadWhenTheTimersStopAnswersItsWriteMaybeStoredAtOnce() async throws {
+        let reader = UnreadableLog()
+        let a = try await harness(verifier: reader)
+        try await subscribe(a, device: "one")
+        try await leaveAGap(a)
+        let answer = Mutex<APIError?>(nil)
+        let answered = Atomic<Bool>(false)
+        let request = V1SubscribeRequest(app: Self.app, path: try DataPath("/x"), deviceID: "two", mode: .noData, authToken: nil)
+        Task {
+            do {
+                try await a.service.subscribe(request)
+            } catch let error as APIError {
+                answer.withLock { $0 = error }
+            } catch {}
+            answered.store(true, ordering: .releasing)
+        }
+        await waitUntil("the gap read failed") { reader.attempts.load(ordering: .relaxed) >= 1 }
+        XCTAssertFalse(answered.load(ordering: .acquiring), "the write waits for its gap")
+
+        await a.log.timers.shutdown()
+        await waitUntil("the write behind the gap answered") { answered.load(ordering: .acquiring) }
+        XCTAssertEqual(answer.withLock { $0?.status }, .gatewayTimeout, "maybe stored: the next owner reads the log")
+        XCTAssertEqual(a.log.timers.pendingCount, 0, "nothing left to fire")
     }
 }
 

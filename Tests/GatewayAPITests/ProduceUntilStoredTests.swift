@@ -40,4 +40,32 @@ final class ProduceUntilStoredTests: XCTestCase {
         XCTAssertLessThanOrEqual(failures.load(ordering: .relaxed), seen + 1, "an attempt under way may still fail once")
         XCTAssertTrue(ended.load(ordering: .relaxed), "the end is reported")
     }
+
+    /// The chain's wait is on the log's timer service: its shutdown ends the chain at once (`done(nil)`), and
+    /// nothing of the writer is held past it, however long the wait.
+    func testTheTimersShutdownEndsAPendingRetryAtOnceAndReleasesItsOwner() async throws {
+        final class Owner: Sendable {}
+        let log = InMemoryLog(topics: ["dlq": 1])
+        log.setFailing(true)
+        let failures = Atomic<Int>(0)
+        let ended = Atomic<Int>(0)
+        weak var owner: Owner?
+        do {
+            let held = Owner()
+            owner = held
+            log.produceUntilStored(
+                record, delay: 3600, while: { true }, failed: { _, _ in failures.add(1, ordering: .relaxed) },
+                done: { offset in withExtendedLifetime(held) { if offset == nil { ended.add(1, ordering: .relaxed) } } })
+        }
+        await waitUntil("the first failure") { failures.load(ordering: .relaxed) == 1 }
+        XCTAssertEqual(log.timers.pendingCount, 1, "an hour's wait")
+        XCTAssertNotNil(owner)
+        await log.timers.shutdown()
+        XCTAssertEqual(ended.load(ordering: .relaxed), 1, "ended by the shutdown, not by its delay")
+        XCTAssertEqual(failures.load(ordering: .relaxed), 1, "not tried again")
+        await waitUntil("the chain released") { owner == nil }
+        // A chain started after the shutdown ends at its first failure.
+        log.produceUntilStored(record, while: { true }, failed: { _, _ in }, done: { offset in if offset == nil { ended.add(1, ordering: .relaxed) } })
+        await waitUntil("the late chain ended") { ended.load(ordering: .relaxed) == 2 }
+    }
 }
