@@ -89,6 +89,13 @@ public final class AppProfile: Sendable {
     /// (``DeliveryService``), so that project-wide limits are counted in one place.
     func admissionScope(for kind: SubscriberKind) -> String { providerSender(for: kind)?.project ?? name }
 
+    /// The admission scope of `key`'s line, `profile` being its app's settings: ``admissionScope(for:)``, or the app
+    /// when it has no settings (its notifications then wait for them, counted in no project). It chooses the line's
+    /// lane (``DeliveryService``) and names the pause a project's quota sets (``DeliveryLane``).
+    static func admissionScope(of key: RetryKey, profile: AppProfile?) -> String {
+        profile?.admissionScope(for: key.subscriber.kind) ?? key.app
+    }
+
     /// The sender of `kind` when it is a provider's (FCM for `.mobile`, HMS for `.huawei`), not the console sink.
     private func providerSender(for kind: SubscriberKind) -> (any PushSender)? {
         guard let sender = senders[kind] else { return nil }

@@ -311,7 +311,7 @@ final class ChangeConsumer: Service, Sendable {
                 let fetchedAt = Uptime.now
                 health.kafkaReachable()
                 guard let admitted = processor.admit(record, fetchedAt: fetchedAt) else { continue }
-                workers.run(on: record.partition) { [processor] in processor.process(admitted) }
+                workers.run(on: record.partition) { [processor] worker in processor.process(admitted, on: worker) }
             }
         }
     }

@@ -9,9 +9,29 @@ protocol DeliveryInput: Sendable {
     /// `fetchedAt`: when the consumer's poll returned the record they come from (``PendingNotification/fetchedAt``),
     /// 0 when they come from no record.
     func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64)
+
+    /// ``enqueue(_:fetchedAt:)`` of notifications of `profile`'s app, matched with that profile: the input may
+    /// use it rather than look the app up again (the delivery service chooses their lanes by it).
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, profile: AppProfile)
 }
 
 extension DeliveryInput {
     /// Notifications that come from no fetched record (revokes, sweeps).
     func enqueue(_ notifications: [PendingNotification]) { enqueue(notifications, fetchedAt: 0) }
+
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, profile: AppProfile) {
+        enqueue(notifications, fetchedAt: fetchedAt)
+    }
+}
+
+/// The delivery input of one event's work (``EventProcessor``): every notification it queues is of `profile`'s
+/// app, and goes with the profile the event was matched with (``DeliveryInput/enqueue(_:fetchedAt:profile:)``), so
+/// that choosing its lane reads no shared profile.
+struct ProfiledDelivery: DeliveryInput {
+    let delivery: any DeliveryInput
+    let profile: AppProfile
+
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64) {
+        delivery.enqueue(notifications, fetchedAt: fetchedAt, profile: profile)
+    }
 }

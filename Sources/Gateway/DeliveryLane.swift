@@ -74,12 +74,18 @@ final class DeliveryTotals: Sendable {
 /// lock, and its own send loop (``WakeSignal/runDueLoop(clock:turn:afterTurn:send:)``). Every line of a
 /// subscription, and every notification counted in one admission scope (an FCM project, an HMS app, an app's
 /// webhooks), is in the same lane (``DeliveryService``), so what the queue keeps per subscription (order, one in
-/// flight, retries in place, revoke last) and per project (in-flight limit, pace) holds as in one queue. Lanes share
-/// only the replica-wide in-flight bound and the gauges' sums (``DeliveryTotals``, atomics), and a pause after a
-/// project's quota, which the service sets in every lane (the pause's scope is the app).
+/// flight, retries in place, revoke last) and per project (in-flight limit, pace, the pause after its quota) holds as
+/// in one queue. Lanes share only the replica-wide in-flight bound and the gauges' sums (``DeliveryTotals``,
+/// atomics).
+///
+/// The lane reads the apps' settings through its own ``AppProfiles/Reader``, under its lock: the queue's admissions
+/// and pause scopes, and the profile a due notification is sent with, which is looked up when it is handed out (a
+/// retry, or a line adopted from the state topic, is sent with the settings current then).
 final class DeliveryLane: Sendable {
     private struct Core {
         var queue: DeliveryQueue
+        /// The lane's reader of the apps' settings (shared with the queue's functions; used under the lane's lock).
+        let profiles: AppProfiles.Reader
         /// Lines that have a `retry` record in the state topic (an empty line then needs a tombstone).
         var stored: Set<RetryKey> = []
         /// Lines whose record must be (re)written, now or after the backoff of a failed write.
@@ -108,6 +114,12 @@ final class DeliveryLane: Sendable {
         }
     }
 
+    /// A due notification, with its app's settings when it was handed out (nil: none, not sent).
+    private struct Send: Sendable {
+        let entry: PendingNotification
+        let profile: AppProfile?
+    }
+
     /// A line's record to write: its entries (none: a tombstone) and the holds its write releases once stored.
     private struct LineWrite: Sendable {
         let key: RetryKey
@@ -125,11 +137,13 @@ final class DeliveryLane: Sendable {
         self.wake = wake
         self.context = context
         // A webhook waits for its destination host's place in the queue, not in a sending place; a notification
-        // through FCM or HMS waits there for its project's send rate and a place of its requests in flight.
-        let profiles = context.profiles
-        self.core = Mutex(Core(queue: DeliveryQueue(admissions: { entry in
-            profiles.profile(entry.app)?.admissions(for: entry.subscriber) ?? []
-        })))
+        // through FCM or HMS waits there for its project's send rate and a place of its requests in flight, and
+        // is held back by its project's pause (a quota), whichever app it is of.
+        let profiles = AppProfiles.Reader(context.profiles)
+        let queue = DeliveryQueue(
+            admissions: { entry in profiles.profile(entry.app)?.admissions(for: entry.subscriber) ?? [] },
+            pauseScope: { entry in AppProfile.admissionScope(of: entry.key, profile: profiles.profile(entry.app)) })
+        self.core = Mutex(Core(queue: queue, profiles: profiles))
     }
 
     private var totals: DeliveryTotals { context.totals }
@@ -143,7 +157,7 @@ final class DeliveryLane: Sendable {
                 notification.fetchedAt = fetchedAt
                 let key = notification.key
                 let stored = core.queue.isBackingOff(key) || core.stored.contains(key)
-                    || (core.queue.pausedUntil(scope: notification.scope) ?? 0) > now
+                    || (core.queue.pausedUntil(notification) ?? 0) > now
                 core.queue.enqueue(notification)
                 // Behind a backing-off (or paused) line: stored with it, so that the event need not wait.
                 if stored { core.writes.markChanged(key) }
@@ -190,12 +204,6 @@ final class DeliveryLane: Sendable {
         wake.signal()
     }
 
-    /// Holds back every notification of `scope` until `until` (a project's quota, seen by another lane).
-    func pause(scope: String, until: Double) {
-        core.withLock { $0.queue.pause(scope: scope, until: until) }
-        wake.signal()
-    }
-
     /// The lane stops handing out sends; its loop ends once those in flight finished.
     func stop() {
         core.withLock { $0.stopping = true }
@@ -204,8 +212,8 @@ final class DeliveryLane: Sendable {
 
     // MARK: Reading
 
-    /// `app`'s notifications queued in this lane, those in lines that back off, and the end of its pause here.
-    func status(app: String) -> (queued: Int, retrying: Int, pausedUntil: Double?) {
+    /// `app`'s notifications queued in this lane and those in lines that back off.
+    func status(app: String) -> (queued: Int, retrying: Int) {
         core.withLock { core in
             var queued = 0
             var retrying = 0
@@ -214,9 +222,13 @@ final class DeliveryLane: Sendable {
                 queued += count
                 if core.queue.isBackingOff(key) { retrying += count }
             }
-            return (queued, retrying, core.queue.pausedUntil(scope: app))
+            return (queued, retrying)
         }
     }
+
+    /// The end of the pause of the admission scope `scope` (a project's quota) in this lane, if one was set (it
+    /// may be over). A scope's pause is set only in its lane (``DeliveryService/laneIndex(scope:lanes:)``).
+    func pausedUntil(scope: String) -> Double? { core.withLock { $0.queue.pausedUntil(scope: scope) } }
 
     /// The pace `key` has in this lane (nil before its first send) and the notifications waiting for it.
     func pace(_ key: String) -> (pace: DeliveryQueue.Pace?, waiting: Int) {
@@ -225,9 +237,8 @@ final class DeliveryLane: Sendable {
 
     // MARK: The loop
 
-    /// Sends what is due until stopped, then stores what changed. `pauseElsewhere`: sets a project quota's pause
-    /// in the other lanes.
-    func run(pauseElsewhere: @escaping @Sendable (_ scope: String, _ until: Double) -> Void) async {
+    /// Sends what is due until stopped, then stores what changed.
+    func run() async {
         let clock = context.clock
         let metrics = context.metrics
         // The lines to store, taken under the turn's lock (not a second one per turn) and written after its sends.
@@ -236,15 +247,16 @@ final class DeliveryLane: Sendable {
             clock: clock,
             turn: { now in
                 let (due, stopping, next, paced, waiting) = core.withLock {
-                    core -> ([PendingNotification], Bool, Double?, [String: Int], [String: Int]) in
+                    core -> ([Send], Bool, Double?, [String: Int], [String: Int]) in
                     // At most one head per line that has none in flight.
                     let claimed = core.stopping ? 0 : totals.claimFree(atMost: core.queue.subscriptionCount - core.queue.inFlightCount)
                     let due = claimed > 0 ? core.queue.due(now: now, limit: claimed) : []
+                    let sends = due.map { Send(entry: $0, profile: core.profiles.profile($0.app)) }
                     core.settle(totals, claimed: claimed)
                     // Also woken at the end of a failed line write's backoff.
                     let next = [core.queue.nextWakeUp, core.writes.nextWakeUp].compactMap { $0 }.min()
                     ready = core.takeReadyWrites(now: now)
-                    return (due, core.stopping, next, core.queue.takePacedSends(), core.queue.takeWaitingForPaceChanges())
+                    return (sends, core.stopping, next, core.queue.takePacedSends(), core.queue.takeWaitingForPaceChanges())
                 }
                 for (project, count) in paced { metrics.sendsPaced(project: project, count: count) }
                 for (project, count) in waiting { metrics.waitingForPace(project: project, count: count) }
@@ -254,20 +266,20 @@ final class DeliveryLane: Sendable {
                 write(ready)
                 ready = []
             },
-            send: { entry in await self.deliver(entry, pauseElsewhere: pauseElsewhere) })
+            send: { send in await self.deliver(send.entry, profile: send.profile) })
         // Sends in flight have finished: store what changed (backoffs cut short: a last attempt).
         write(core.withLock { $0.takeReadyWrites(now: .infinity) })
     }
 
     // MARK: Sending
 
-    private func deliver(_ entry: PendingNotification, pauseElsewhere: @Sendable (String, Double) -> Void) async {
+    /// Sends `entry` with `profile`, its app's settings when it was handed out.
+    private func deliver(_ entry: PendingNotification, profile: AppProfile?) async {
         let key = entry.key
-        let (profiles, store, metrics) = (context.profiles, context.store, context.metrics)
-        guard let profile = profiles.profile(entry.app), let sender = profile.sender(for: entry.subscriber.kind) else {
+        let (store, metrics) = (context.store, context.metrics)
+        guard let profile, let sender = profile.sender(for: entry.subscriber.kind) else {
             // Settings or provider gone: our side. Retried later (within the 2-hour limit), nobody revoked.
-            return failed(
-                key, entry, DeliveryFailure(reason: "no_provider", classification: .ourFault), provider: "none", pauseElsewhere: pauseElsewhere)
+            return failed(key, entry, DeliveryFailure(reason: "no_provider", classification: .ourFault), provider: "none", profile: profile)
         }
         // A retry of data for a subscription the user deleted meanwhile is dropped. (A revoked one keeps it:
         // what was decided before its revocation point is delivered before its revoke.)
@@ -288,7 +300,7 @@ final class DeliveryLane: Sendable {
                     // Not confirmed in time (the broker is away): like any transient failure.
                     return failed(
                         key, entry, DeliveryFailure(reason: "ownership_unconfirmed", classification: .retryable), provider: "none",
-                        pauseElsewhere: pauseElsewhere)
+                        profile: profile)
                 }
                 // Given up (superseded, or revoked): the new owner consumes the events again and delivers. Nothing
                 // is released: the event's offset must not move here.
@@ -339,7 +351,7 @@ final class DeliveryLane: Sendable {
                 if entry.attempt > 0 { metrics.retryOutcome("rejected") }
                 completed(key)
             } else {
-                failed(key, entry, failure, provider: sender.provider, pauseElsewhere: pauseElsewhere)
+                failed(key, entry, failure, provider: sender.provider, profile: profile)
             }
         }
     }
@@ -364,9 +376,11 @@ final class DeliveryLane: Sendable {
         wake.signal()
     }
 
+    /// `entry` failed when sent with `profile` (its app's settings then). A project's quota (`QUOTA_EXCEEDED`)
+    /// pauses that project (the admission scope of the line, whose notifications are all in this lane), every app
+    /// sending through it, until the line's retry.
     private func failed(
-        _ key: RetryKey, _ entry: PendingNotification, _ failure: DeliveryFailure, provider: String,
-        pauseElsewhere: @Sendable (String, Double) -> Void
+        _ key: RetryKey, _ entry: PendingNotification, _ failure: DeliveryFailure, provider: String, profile: AppProfile?
     ) {
         if failure.classification == .ourFault {
             context.logger.error(
@@ -375,14 +389,12 @@ final class DeliveryLane: Sendable {
         }
         let now = context.clock()
         let policy = context.policy
-        let (outcome, released, pausedUntil) = core.withLock { core -> (DeliveryQueue.FailureOutcome, [UInt64], Double?) in
+        let (outcome, released) = core.withLock { core -> (DeliveryQueue.FailureOutcome, [UInt64]) in
             var random = SystemRandomNumberGenerator()
             let outcome = core.queue.failed(
                 key, now: now, retryAfter: failure.retryAfter, quotaExceeded: false, policy: policy, random: &random)
-            var pausedUntil: Double?
             if failure.projectQuota, case .scheduled(let at) = outcome {
-                core.queue.pause(scope: entry.scope, until: at)
-                pausedUntil = at
+                core.queue.pause(scope: AppProfile.admissionScope(of: key, profile: profile), until: at)
             }
             if case .scheduled = outcome {
                 core.writes.markChanged(key)
@@ -390,10 +402,8 @@ final class DeliveryLane: Sendable {
                 core.writes.markChanged(key)
             }
             core.settle(totals)
-            return (outcome, core.queue.takeReleasedHolds(), pausedUntil)
+            return (outcome, core.queue.takeReleasedHolds())
         }
-        // The pause's scope (the app) may have lines in other lanes (its other providers, its webhooks).
-        if let pausedUntil { pauseElsewhere(entry.scope, pausedUntil) }
         context.tickets.release(released)
         switch outcome {
         case .scheduled:

@@ -20,7 +20,7 @@ import Synchronization
 /// - Failures: a recoverable error (or one that is our fault: bad credentials or request, which never revoke
 ///   anyone) keeps the notification at the head of its subscription's line and retries it with backoff
 ///   (``RetryPolicy``: from 1 s, honouring `Retry-After`, at least 60 s after `QUOTA_EXCEEDED`, which pauses
-///   the whole app, for 2 hours, then the line is discarded and counted). A dead token deletes the
+///   the whole project, every app's notifications through it; for 2 hours, then the line is discarded and counted). A dead token deletes the
 ///   subscription and drops its line (nothing can reach it).
 /// - Durability: a line whose head has failed is written to the state topic (a `retry` record of the whole
 ///   line, in the app's partition) and rewritten as it changes; what waits for its notifications (the change
@@ -33,7 +33,7 @@ import Synchronization
 ///   the console sink: ``AppProfile/admissionScope(for:)``), is always in the same lane, chosen by a stable hash of
 ///   that scope: per-subscription order and project-wide limits (in flight, pace) are kept by one queue, exactly.
 ///   The replica-wide `maxInFlight` is one atomic count shared by the lanes (``DeliveryTotals``); a project quota's
-///   pause (its scope is the app) is set in every lane.
+///   pause is of its admission scope (the project), so it is set in the one lane that holds that project's lines.
 ///
 /// Each lane's loop sleeps until its next due notification or its next enqueue; it never polls.
 final class DeliveryService: Service, DeliveryInput, Sendable {
@@ -68,35 +68,38 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         return Int(hash % UInt64(lanes))
     }
 
-    /// Chooses the lanes of a batch's keys, reading each app's profile once per run of the same app.
+    /// Chooses the lanes of a batch's keys, reading each app's profile once per run of the same app; none for the
+    /// app of a profile given (``DeliveryInput/enqueue(_:fetchedAt:profile:)``: the event path's).
     private struct Router {
         let profiles: AppProfiles
         let lanes: Int
         private var app: String?
         private var profile: AppProfile?
 
-        init(profiles: AppProfiles, lanes: Int) {
+        init(profiles: AppProfiles, lanes: Int, given: AppProfile? = nil) {
             self.profiles = profiles
             self.lanes = lanes
+            (app, profile) = (given?.name, given)
         }
 
-        /// The lane of `key`'s line: that of its admission scope (``AppProfile/admissionScope(for:)``); the app's
-        /// when it has no settings (its notifications then wait for them, counted in no project).
+        /// The lane of `key`'s line: that of its admission scope (``AppProfile/admissionScope(of:profile:)``).
         mutating func lane(of key: RetryKey) -> Int {
             guard lanes > 1 else { return 0 }
             if app.map({ !$0.bytesEqual(key.app) }) ?? true {
                 (app, profile) = (key.app, profiles.profile(key.app))
             }
-            return DeliveryService.laneIndex(scope: profile?.admissionScope(for: key.subscriber.kind) ?? key.app, lanes: lanes)
+            return DeliveryService.laneIndex(scope: AppProfile.admissionScope(of: key, profile: profile), lanes: lanes)
         }
     }
 
-    private func router() -> Router { Router(profiles: context.profiles, lanes: lanes.count) }
+    private func router(given profile: AppProfile? = nil) -> Router {
+        Router(profiles: context.profiles, lanes: lanes.count, given: profile)
+    }
 
     /// `items` grouped by lane (of the key `key` gives), each group in the order given.
-    private func byLane<Item>(_ items: [Item], key: (Item) -> RetryKey) -> [(DeliveryLane, [Item])] {
+    private func byLane<Item>(_ items: [Item], profile: AppProfile? = nil, key: (Item) -> RetryKey) -> [(DeliveryLane, [Item])] {
         if lanes.count == 1 { return items.isEmpty ? [] : [(lanes[0], items)] }
-        var router = router()
+        var router = router(given: profile)
         var groups = [[Item]](repeating: [], count: lanes.count)
         for item in items { groups[router.lane(of: key(item))].append(item) }
         return zip(lanes, groups).filter { !$0.1.isEmpty }
@@ -105,13 +108,21 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
     // MARK: DeliveryInput
 
     func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64) {
+        enqueue(notifications, fetchedAt: fetchedAt, given: nil)
+    }
+
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, profile: AppProfile) {
+        enqueue(notifications, fetchedAt: fetchedAt, given: profile)
+    }
+
+    private func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, given profile: AppProfile?) {
         guard !notifications.isEmpty else { return }
         let now = context.clock()
         if fetchedAt != 0 {
             let queuedAt = Uptime.now
             context.metrics.notificationsQueued(afterNanoseconds: queuedAt >= fetchedAt ? queuedAt - fetchedAt : 0)
         }
-        for (lane, batch) in byLane(notifications, key: \.key) { lane.enqueue(batch, fetchedAt: fetchedAt, now: now) }
+        for (lane, batch) in byLane(notifications, profile: profile, key: \.key) { lane.enqueue(batch, fetchedAt: fetchedAt, now: now) }
     }
 
     // MARK: Ownership changes
@@ -158,11 +169,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in
                 for lane in lanes {
-                    group.addTask {
-                        await lane.run(pauseElsewhere: { scope, until in
-                            for other in self.lanes where other !== lane { other.pause(scope: scope, until: until) }
-                        })
-                    }
+                    group.addTask { await lane.run() }
                 }
             }
         } onGracefulShutdown: {
@@ -172,15 +179,22 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     // MARK: Reading
 
-    /// The app's delivery state: notifications queued, those in lines that back off (stored retries), and
-    /// the end of its pause (a project quota), if any; summed over the lanes. O(lines).
+    /// The app's delivery state: notifications queued, those in lines that back off (stored retries), summed over
+    /// the lanes (O(lines)), and the end of the latest pause (a project quota) of one of its admission scopes (its
+    /// FCM project, its HMS app, the app itself), if any, read in each scope's lane.
     func status(app: String, now: Double) -> (queued: Int, retrying: Int, pausedUntil: Double?) {
         var (queued, retrying, paused): (Int, Int, Double?) = (0, 0, nil)
         for lane in lanes {
             let status = lane.status(app: app)
             queued += status.queued
             retrying += status.retrying
-            if let until = status.pausedUntil, until > now { paused = max(paused ?? until, until) }
+        }
+        let profile = context.profiles.profile(app)
+        let scopes = Set([app] + [SubscriberKind.mobile, .huawei].compactMap { profile?.admissionScope(for: $0) })
+        for scope in scopes {
+            if let until = lanes[Self.laneIndex(scope: scope, lanes: lanes.count)].pausedUntil(scope: scope), until > now {
+                paused = max(paused ?? until, until)
+            }
         }
         return (queued, retrying, paused)
     }

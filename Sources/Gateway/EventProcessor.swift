@@ -79,8 +79,12 @@ final class EventProcessor: Sendable {
         return record.topic.bytesEqual(userNotificationsTopic)
     }
 
-    /// On the partition's worker: decodes, dead-letters or matches the record, and releases its ticket.
-    func process(_ admitted: Admitted) {
+    /// On the partition's worker: decodes, dead-letters or matches the record, and releases its ticket. The app's
+    /// profile is read through the worker's reader (`worker`: ``PartitionWorkers/Local``), which takes no lock while
+    /// settings do not change, and goes with the notifications into the delivery service (``ProfiledDelivery``),
+    /// which chooses their lanes by it. The lanes read the app's settings again when they send (their own reader):
+    /// a notification retried later, or stored and adopted, is sent with the settings current then.
+    func process(_ admitted: Admitted, on worker: PartitionWorkers.Local) {
         let (record, ticket) = (admitted.record, admitted.ticket)
         defer { tickets.release(ticket) }
         guard store.isCurrent(admitted.owner, index: record.partition) else {
@@ -88,7 +92,7 @@ final class EventProcessor: Sendable {
             tickets.retain(ticket)
             return
         }
-        if isUserNotification(record) { return notifyUser(admitted) }
+        if isUserNotification(record) { return notifyUser(admitted, on: worker) }
         let event: ChangeEvent
         do {
             event = try EventDecoder.decode(
@@ -105,7 +109,7 @@ final class EventProcessor: Sendable {
                     : "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
                 metadata: [LoggingKeys.app: "\(event.app)", LoggingKeys.kafkaPartition: "\(record.partition)"])
         }
-        guard let profile = profiles.profile(event.app) else {
+        guard let profile = worker.profile(event.app, in: profiles) else {
             metrics.eventsSkipped.increment()
             return
         }
@@ -129,7 +133,8 @@ final class EventProcessor: Sendable {
         let now = Date().timeIntervalSince1970
         let outcome = partition.process(
             event, offset: record.offset, profile: profile, now: Int64(now), eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil,
-            fetchedAt: admitted.fetchedAt, ticket: ticket, tickets: tickets, delivery: delivery, payloads: payloads)
+            fetchedAt: admitted.fetchedAt, ticket: ticket, tickets: tickets,
+            delivery: ProfiledDelivery(delivery: delivery, profile: profile), payloads: payloads)
         metrics.eventsConsumed.increment()
         if outcome.notifications > 0 { metrics.eventsMatched.increment() }
         if outcome.expired > 0 {
@@ -143,7 +148,7 @@ final class EventProcessor: Sendable {
 
     /// A record of the user-notifications topic: decoded (or dead-lettered), sent to each device of its uid by the
     /// app's partition (the one its key maps to, owned here: the topic is partitioned like the change topic).
-    private func notifyUser(_ admitted: Admitted) {
+    private func notifyUser(_ admitted: Admitted, on worker: PartitionWorkers.Local) {
         let (record, ticket) = (admitted.record, admitted.ticket)
         let notification: UserNotification
         do {
@@ -153,7 +158,7 @@ final class EventProcessor: Sendable {
             tickets.retain(ticket)
             return deadLetter(record, reason: error.reason, ticket: ticket)
         }
-        guard let profile = profiles.profile(notification.app) else {
+        guard let profile = worker.profile(notification.app, in: profiles) else {
             metrics.eventsSkipped.increment()
             return
         }
@@ -173,7 +178,7 @@ final class EventProcessor: Sendable {
         let sent = partition.notifyUser(
             notification, profile: profile, now: Int64(Date().timeIntervalSince1970),
             eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, fetchedAt: admitted.fetchedAt, ticket: ticket,
-            tickets: tickets, delivery: delivery, payloads: payloads)
+            tickets: tickets, delivery: ProfiledDelivery(delivery: delivery, profile: profile), payloads: payloads)
         metrics.userNotifications(devices: sent)
     }
 

@@ -10,7 +10,29 @@ import Foundation
 /// The state store's reader has workers of its own (``init(count:label:maxQueued:)`` with a bound): it waits in
 /// ``run(on:_:)`` while that many works are queued, so reading never runs far ahead of applying.
 final class PartitionWorkers: Sendable {
+    /// What one worker keeps for the work it runs, with no lock: only that work touches it, and a worker runs one
+    /// work at a time (its queue is serial). Work run with ``PartitionWorkers/run(on:withLocal:)`` gets its worker's.
+    final class Local: @unchecked Sendable {
+        /// The app profiles as this worker last read them (``AppProfiles/Reader``): the event path's lookups take
+        /// no lock shared with other partitions' workers.
+        private var profiles: AppProfiles.Reader?
+
+        fileprivate init() {}
+
+        /// `app`'s settings now, read through this worker's reader of `shared` (made at the first lookup).
+        func profile(_ app: String, in shared: AppProfiles) -> AppProfile? {
+            if let profiles, profiles.shared === shared { return profiles.profile(app) }
+            let reader = AppProfiles.Reader(shared)
+            profiles = reader
+            return reader.profile(app)
+        }
+
+        /// How many times this worker's reader read the shared map (tests: none while nothing changes).
+        var profileRefreshes: Int { profiles?.refreshes ?? 0 }
+    }
+
     private let queues: [DispatchQueue]
+    private let locals: [Local]
     /// Free places for queued works; nil: unbounded.
     private let places: DispatchSemaphore?
 
@@ -19,6 +41,7 @@ final class PartitionWorkers: Sendable {
     init(count: Int, label: String = "partition-worker", maxQueued: Int? = nil) {
         let workers = count > 0 ? count : max(1, ProcessInfo.processInfo.activeProcessorCount)
         queues = (0..<workers).map { DispatchQueue(label: "\(label)-\($0)", qos: .userInitiated) }
+        locals = (0..<workers).map { _ in Local() }
         places = maxQueued.map { DispatchSemaphore(value: max(1, $0)) }
     }
 
@@ -27,7 +50,7 @@ final class PartitionWorkers: Sendable {
     /// Runs `work` on `partition`'s worker, after the work given to it before; with a bound, first waits for a
     /// free place.
     func run(on partition: Int32, _ work: @escaping @Sendable () -> Void) {
-        let queue = queues[Int(partition.magnitude) % queues.count]
+        let queue = queues[worker(of: partition)]
         guard let places else { return queue.async(execute: work) }
         places.wait()
         queue.async {
@@ -35,6 +58,18 @@ final class PartitionWorkers: Sendable {
             places.signal()
         }
     }
+
+    /// Runs `work` on `partition`'s worker as ``run(on:_:)`` does, with what that worker keeps (``Local``), to be
+    /// used only inside `work`.
+    func run(on partition: Int32, withLocal work: @escaping @Sendable (Local) -> Void) {
+        let local = locals[worker(of: partition)]
+        run(on: partition) { work(local) }
+    }
+
+    /// What `partition`'s worker keeps (tests, to read it after a ``barrier()``).
+    func local(of partition: Int32) -> Local { locals[worker(of: partition)] }
+
+    private func worker(of partition: Int32) -> Int { Int(partition.magnitude) % queues.count }
 
     /// Returns once every work given before the call has finished.
     func barrier() {

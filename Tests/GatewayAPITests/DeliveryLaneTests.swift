@@ -166,6 +166,38 @@ extension DeliveryOrderTests {
         await harness.eventually("stuck's notifications delivered") { stuck.sent.count == 3 }
     }
 
+    /// A project's quota (`QUOTA_EXCEEDED`) pauses the project, in its lane: every app sending through it waits, and
+    /// each app's status shows the pause; an app on another project goes on.
+    func testAProjectsQuotaPausesEveryAppOfTheProjectAndNoOther() async throws {
+        let shared = FakeSender(provider: "fcm", project: "fcm:shared")
+        // With several lanes, the other project is in the shared project's lane: the pause, not the lane, holds
+        // the shared project's notifications back.
+        let otherProject = try XCTUnwrap((0..<20).map { "fcm:p\($0)" }.first { lane($0) == lane(shared.project) })
+        let elsewhere = FakeSender(provider: "fcm", project: otherProject)
+        let apps = (1...8).map { "app\($0)" }
+        let harness = try await harness(apps: settings(apps + ["other"]))
+        // With several lanes, two apps whose own lanes differ: only their project puts them in one lane.
+        let (one, two) = GatewayHarness.lanes > 1 ? try twoAppsApart(apps, in: harness) : ("app1", "app2")
+        for app in [one, two] { try use(shared, for: app, in: harness) }
+        try use(elsewhere, for: "other", in: harness)
+        let quota = DeliveryFailure(reason: "QUOTA_EXCEEDED", classification: .retryable, retryAfter: 30, projectQuota: true)
+        shared.script("\(one)-1", [.failed(quota)])
+        harness.delivery.enqueue([try queued(one, "\(one)-1")])
+        let now = Date().timeIntervalSince1970
+        await harness.eventually("the project paused by its quota") { harness.delivery.status(app: one, now: now).pausedUntil != nil }
+        let pausedUntil = try XCTUnwrap(harness.delivery.status(app: one, now: now).pausedUntil)
+        XCTAssertGreaterThan(pausedUntil, now + 20, "until the failed line's retry (Retry-After; the harness's deadline is 60 s)")
+        XCTAssertEqual(harness.delivery.status(app: two, now: now).pausedUntil, pausedUntil, "the project's pause, shown for each of its apps")
+        XCTAssertNil(harness.delivery.status(app: "other", now: now).pausedUntil, "another project is not paused")
+
+        harness.delivery.enqueue([try queued(two, "\(two)-1")])
+        harness.delivery.enqueue([try queued("other", "other-1")])
+        await harness.eventually("the other project's notification delivered") { elsewhere.sent.map(\.token) == ["other-1"] }
+        XCTAssertEqual(shared.attempts(to: "\(two)-1"), 0, "the paused project's other app waits")
+        XCTAssertEqual(harness.delivery.status(app: two, now: now).queued, 1)
+        XCTAssertEqual(shared.attempts(to: "\(one)-1"), 1, "the failed line waits for its retry")
+    }
+
     func testReleaseTakeoverAndStatusSpanTheLanes() async throws {
         try XCTSkipIf(GatewayHarness.lanes < 2, "one lane")
         let apps = (1...12).map { "app\($0)" }

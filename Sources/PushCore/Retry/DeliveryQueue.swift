@@ -17,7 +17,8 @@ import DequeModule
 /// - After a failure the head is coalesced with the entries behind it the same way.
 /// - After a success the next entry uses its own schedule (normally due at once).
 /// - Project-wide pauses by scope (``pause(scope:until:)``): a subscription whose head is in a paused scope is
-///   not due before the pause ends.
+///   not due before the pause ends. A head's pause scope is given by the `pauseScope` function at init (by
+///   default its ``PendingNotification/scope``).
 /// - Deadline: when the head's next attempt would land after `firstFailureAt + deadline`, every pending entry
 ///   of the subscription is discarded (returned, so that the caller can settle what waits for them); the
 ///   subscription itself is not touched.
@@ -221,6 +222,7 @@ public final class DeliveryQueue {
     private var lines: [RetryKey: Line] = [:]
     private var heap = WakeUpHeap()
     private let admissionsOf: (PendingNotification) -> [Admission]
+    private let pauseScopeOf: (PendingNotification) -> String
     private var admissions: [Admission.ID: AdmissionState] = [:]
     /// Admissions with set-aside lines (stale items included).
     private var waiting: Set<Admission.ID> = []
@@ -235,10 +237,17 @@ public final class DeliveryQueue {
     /// Notifications handed out by `due` and not resolved yet.
     public private(set) var inFlightCount = 0
 
-    /// - Parameter admissions: what a head about to be handed out needs, none for nothing (asked at each
-    ///   hand-out, so a changed limit or rate applies to the next one).
-    public init(admissions: @escaping (PendingNotification) -> [Admission] = { _ in [] }) {
+    /// - Parameters:
+    ///   - admissions: what a head about to be handed out needs, none for nothing (asked at each hand-out, so a
+    ///     changed limit or rate applies to the next one).
+    ///   - pauseScope: the scope whose pause (``pause(scope:until:)``) holds a head back; asked only while a
+    ///     pause is set.
+    public init(
+        admissions: @escaping (PendingNotification) -> [Admission] = { _ in [] },
+        pauseScope: @escaping (PendingNotification) -> String = { $0.scope }
+    ) {
         self.admissionsOf = admissions
+        self.pauseScopeOf = pauseScope
     }
 
     /// Lines set aside until the rate (pace) `pace` has a token (stale items included: an upper bound).
@@ -302,6 +311,11 @@ public final class DeliveryQueue {
 
     /// The end of the pause of `scope`, if one was set (it may be over).
     public func pausedUntil(scope: String) -> Double? { pauses.isEmpty ? nil : pauses[ExactString(scope)] }
+
+    /// The end of the pause that holds `entry` back (that of its pause scope), if one was set (it may be over).
+    public func pausedUntil(_ entry: PendingNotification) -> Double? {
+        pauses.isEmpty ? nil : pauses[ExactString(pauseScopeOf(entry))]
+    }
 
     /// The holds of entries that left the queue without being handed out since the last call.
     public func takeReleasedHolds() -> [UInt64] {
@@ -383,7 +397,7 @@ public final class DeliveryQueue {
             heap.pop()
             guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
             else { continue }
-            if !pauses.isEmpty, let until = pauses[ExactString(head.scope)], until > now {
+            if let until = pausedUntil(head), until > now {
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
             }
@@ -510,7 +524,7 @@ public final class DeliveryQueue {
                 heap.pop()
                 continue
             }
-            if !pauses.isEmpty, let until = pauses[ExactString(head.scope)], until > top.time {
+            if let until = pausedUntil(head), until > top.time {
                 heap.pop()
                 heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                 continue
@@ -577,14 +591,15 @@ public final class DeliveryQueue {
         return result
     }
 
+    /// When `head` may be sent: its `notBefore`, or the end of its scope's pause when later.
     private func effectiveTime(of head: PendingNotification) -> Double {
-        effectiveTime(notBefore: head.notBefore, scope: head.scope)
+        effectiveTime(notBefore: head.notBefore, pausedUntil: pausedUntil(head))
     }
 
-    private func effectiveTime(notBefore: Double, scope: String) -> Double {
+    private func effectiveTime(notBefore: Double, pausedUntil: Double?) -> Double {
         let notBefore = notBefore.isNaN ? -Double.infinity : notBefore
-        guard !pauses.isEmpty, let until = pauses[ExactString(scope)] else { return notBefore }
-        return max(notBefore, until)
+        guard let pausedUntil else { return notBefore }
+        return max(notBefore, pausedUntil)
     }
 
     /// Pushes a fresh heap item for `key`'s head (invalidating older ones); returns its time.
@@ -592,12 +607,14 @@ public final class DeliveryQueue {
     private func schedule(_ key: RetryKey) -> Double? {
         // Changed in place (one lookup; neither the line nor its head is copied).
         guard let index = lines.index(forKey: key), !lines.values[index].inFlight,
-            let notBefore = lines.values[index].entries.first?.notBefore, let scope = lines.values[index].entries.first?.scope
+            let notBefore = lines.values[index].entries.first?.notBefore
         else { return nil }
         nextTicket &+= 1
         lines.values[index].ticket = nextTicket
         lines.values[index].waitedForPace = nil
-        let time = effectiveTime(notBefore: notBefore, scope: scope)
+        // The head's pause scope is asked only while a pause is set (it is then copied for the function).
+        let paused = pauses.isEmpty ? nil : lines.values[index].entries.first.flatMap(pausedUntil)
+        let time = effectiveTime(notBefore: notBefore, pausedUntil: paused)
         heap.push(WakeUpHeap.Item(time: time, ticket: nextTicket, key: key))
         return time
     }
@@ -672,7 +689,7 @@ public final class DeliveryQueue {
                 for admission in needed where admission.id == id { admissions[id]?.update(admission) }
                 guard admissions[id]?.hasRoom(now: now) ?? true || !needed.contains(where: { $0.id == id }) else { break }
                 admissions[id]?.parked.pop()
-                if !pauses.isEmpty, let until = pauses[ExactString(head.scope)], until > now {
+                if let until = pausedUntil(head), until > now {
                     heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                     continue
                 }
