@@ -25,7 +25,7 @@ public final class AppIndex {
         /// ``earliestExpiry`` in 32 bits: 0 stands for every bound at or before the epoch, `UInt32.max` for none.
         private final var expiryBound: UInt32 = .max
 
-        init() { holdsSubscribers = false }
+        init(holdsSubscribers: Bool = false) { self.holdsSubscribers = holdsSubscribers }
 
         /// A node that takes `node`'s place: its children (moved out of `node`) and expiry bound.
         init(replacing node: Node, holdsSubscribers: Bool) {
@@ -74,6 +74,9 @@ public final class AppIndex {
         var shadowBytes: Int32 = 0
         /// The data at this node when known; nil until seeded. Kept only while `dataSubscribers > 0`.
         var storedShadow: JSONValue?
+
+        /// A new node (no subscribers yet: ``AppIndex/subscribe(path:subscriber:settings:)`` adds the first).
+        init() { super.init(holdsSubscribers: true) }
 
         init(replacing node: Node) { super.init(replacing: node, holdsSubscribers: true) }
     }
@@ -292,12 +295,13 @@ public final class AppIndex {
         var keys: [ExactString] = []
         if subscriber.uid != nil { keys.reserveCapacity(path.segments.count) }
         var node = root
-        for key in path.segments {
+        for (position, key) in path.segments.enumerated() {
             if let (stored, next) = node.children.entry(forKey: key) {
                 node = next
                 if subscriber.uid != nil { keys.append(stored) }
             } else {
-                let next = Node()
+                // The subscribed node itself is made a payload node at once (filled below).
+                let next = position == path.segments.count - 1 ? Payload() : Node()
                 let grown = node.children.heapBytes
                 node.children.updateValue(next, forKey: key)
                 storedBytes += node.children.heapBytes - grown + Self.nodeBytes + HeapCost.string(key.string)
@@ -310,6 +314,7 @@ public final class AppIndex {
         let payload: Payload
         if let existing = node.payload {
             payload = existing
+            if existing.subscribers.isEmpty { storedBytes += Self.payloadBytes }  // made just now, above
         } else {
             payload = Payload(replacing: node)
             replace(node, with: payload, parent: chain.count > 1 ? chain[chain.count - 2] : nil, key: path.segments.last)
