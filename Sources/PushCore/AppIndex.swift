@@ -126,8 +126,8 @@ public final class AppIndex {
     private var byUser: [ExactString: [UserEntry]] = [:]
     /// Subscriptions per owning uid (the auth token's uid; v2: the subscriber's uid), for the per-uid quota.
     private var perOwner: [ExactString: Int32] = [:]
-    /// Subscriptions per push destination, for the per-device quota.
-    private var perDevice: [DeviceKey: Int32] = [:]
+    /// Subscriptions per push destination, for the per-device quota (and each device's stored token).
+    private var perDevice = DeviceCounts()
     /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
     public internal(set) var changedShadows: [(path: DataPath, value: JSONValue)] = []
 
@@ -156,8 +156,7 @@ public final class AppIndex {
     /// abuse").
     public var byteCount: Int {
         storedBytes
-            + HeapCost.dictionary(
-                capacity: perDevice.capacity, keyStride: MemoryLayout<DeviceKey>.stride, valueStride: MemoryLayout<Int32>.stride)
+            + perDevice.heapBytes
             + HeapCost.dictionary(
                 capacity: perOwner.capacity, keyStride: MemoryLayout<ExactString>.stride, valueStride: MemoryLayout<Int32>.stride)
             + HeapCost.dictionary(
@@ -205,11 +204,8 @@ public final class AppIndex {
             total += Self.payloadBytes
         }
         total += settings.filterBytes
-        if perDevice[subscriber.device] == nil {
-            total += HeapCost.string(subscriber.token)
-                + HeapCost.dictionaryGrowth(
-                    count: perDevice.count, capacity: perDevice.capacity, keyStride: MemoryLayout<DeviceKey>.stride,
-                    valueStride: MemoryLayout<Int32>.stride)
+        if perDevice.count(of: subscriber.device) == 0 {
+            total += HeapCost.string(subscriber.token) + perDevice.growthForNew(subscriber.device)
         }
         if let owner = settings.owner, perOwner[owner] == nil {
             total += HeapCost.string(owner.string)
@@ -257,7 +253,7 @@ public final class AppIndex {
     private func canonical(_ subscriber: SubscriberKey, _ settings: SubscriptionSettings) -> (SubscriberKey, SubscriptionSettings) {
         var subscriber = subscriber
         var settings = settings
-        if let index = perDevice.index(forKey: subscriber.device) { subscriber.token = perDevice[index].key.token.string }
+        if let token = perDevice.storedToken(of: subscriber.device) { subscriber.token = token }
         func stored(_ uid: String) -> String? {
             if let index = perOwner.index(forKey: ExactString(uid)) { return perOwner[index].key.string }
             if let index = byUser.index(forKey: ExactString(uid)) { return byUser[index].key.string }
@@ -337,12 +333,7 @@ public final class AppIndex {
         subscriptionCount += 1
         count(owner: settings.owner, by: 1)
         let device = subscriber.device
-        if let devices = perDevice[device] {
-            perDevice[device] = devices + 1
-        } else {
-            perDevice[device] = 1
-            storedBytes += HeapCost.string(subscriber.token)
-        }
+        if perDevice.increment(device) { storedBytes += HeapCost.string(subscriber.token) }
         if let uid = subscriber.uid {
             let entry = UserEntry(path: DataPath(validatedSegments: keys), subscriber: subscriber)
             let key = ExactString(uid)
@@ -398,12 +389,7 @@ public final class AppIndex {
         subscriptionCount -= 1
         count(owner: removed.owner, by: -1)
         let device = subscriber.device
-        if let devices = perDevice[device], devices > 1 {
-            perDevice[device] = devices - 1
-        } else if let index = perDevice.index(forKey: device) {
-            storedBytes -= HeapCost.string(perDevice[index].key.token.string)
-            perDevice.remove(at: index)
-        }
+        if let token = perDevice.decrement(device) { storedBytes -= HeapCost.string(token) }
         if let uid = subscriber.uid, var entries = byUser.removeValue(forKey: ExactString(uid)) {
             let entry = UserEntry(path: path, subscriber: subscriber)
             let held = Self.entryBytes(entries)
@@ -444,7 +430,7 @@ public final class AppIndex {
     public func subscriptionCount(owner uid: String) -> Int { Int(perOwner[ExactString(uid)] ?? 0) }
 
     /// Subscriptions that reach `device`.
-    public func subscriptionCount(device: DeviceKey) -> Int { Int(perDevice[device] ?? 0) }
+    public func subscriptionCount(device: DeviceKey) -> Int { Int(perDevice.count(of: device)) }
 
     // MARK: Queries
 
@@ -650,7 +636,7 @@ public final class AppIndex {
         subscriptionCount = 0
         byUser = [:]
         perOwner = [:]
-        perDevice = [:]
+        perDevice = DeviceCounts()
         return all
     }
 }
