@@ -11,22 +11,36 @@
 ///
 /// Not thread-safe: the owner serialises access (one lock per app).
 public final class AppIndex {
-    /// A trie node. Kept small: most nodes only lead to others; what a node with subscribers needs lives in
-    /// its ``Payload``.
-    final class Node {
-        // Field order matters: the 4-byte bound fits in the padding after the map's tag, so the fields take
-        // 40 bytes and the object a 64-byte block. A node in the tree always has subscribers in its subtree (an
-        // emptied node is removed at once), so no count of them is kept.
-        var children = CompactMap<ExactString, Node>()
+    /// A trie node. Kept small: most nodes only lead to others. A node with subscribers is a ``Payload`` (a
+    /// subclass with their fields), one object instead of a node and a payload object: that saves an object
+    /// header, a malloc block's overhead and a pointer for every node with subscribers (most of them leaves).
+    /// A node gains or loses subscribers by being replaced in its parent's child map (``AppIndex/replace(_:with:parent:key:)``).
+    class Node {
+        // Field order matters: the flag and the 4-byte bound fit in the padding after the map's tag, so the
+        // fields take 32 bytes and the object a 64-byte block. A node in the tree always has subscribers in its
+        // subtree (an emptied node is removed at once), so no count of them is kept.
+        final var children = CompactMap<ExactString, Node>()
+        /// True for a ``Payload``: checked instead of a dynamic cast on the matching path.
+        final let holdsSubscribers: Bool
         /// ``earliestExpiry`` in 32 bits: 0 stands for every bound at or before the epoch, `UInt32.max` for none.
-        private var expiryBound: UInt32 = .max
+        private final var expiryBound: UInt32 = .max
+
+        init(holdsSubscribers: Bool = false) { self.holdsSubscribers = holdsSubscribers }
+
+        /// A node that takes `node`'s place: its children (moved out of `node`) and expiry bound.
+        init(replacing node: Node, holdsSubscribers: Bool) {
+            self.holdsSubscribers = holdsSubscribers
+            swap(&children, &node.children)
+            expiryBound = node.expiryBound
+        }
+
         /// Nil while nobody is subscribed here.
-        var payload: Payload?
+        final var payload: Payload? { holdsSubscribers ? unsafeDowncast(self, to: Payload.self) : nil }
 
         /// A lower bound of the earliest expiry in this subtree, seconds (exact right after an expiry scan visited
         /// it, unless it is at or before the epoch or after 2106): the scan skips every subtree whose bound is in
         /// the future. Stored rounded down to 32 bits, so it stays a lower bound.
-        var earliestExpiry: Int64 {
+        final var earliestExpiry: Int64 {
             get {
                 switch expiryBound {
                 case .max: return .max
@@ -45,37 +59,45 @@ public final class AppIndex {
             }
         }
 
-        var subscriberCount: Int { payload?.subscribers.count ?? 0 }
-        var dataSubscriberCount: Int32 { payload?.dataSubscriberCount ?? 0 }
+        final var subscriberCount: Int { payload?.subscribers.count ?? 0 }
+        final var dataSubscriberCount: Int32 { payload?.dataSubscribers ?? 0 }
         /// Set through ``AppIndex/setShadow(_:of:)``, which keeps the byte count.
-        var shadow: JSONValue? { payload?.shadow }
+        final var shadow: JSONValue? { payload?.storedShadow }
     }
 
-    final class Payload {
+    /// A trie node with subscribers (never empty while in the trie).
+    final class Payload: Node {
         var subscribers = CompactMap<SubscriberKey, SubscriptionSettings>()
         /// Subscribers here that need data (`value`, `childEvent`).
-        var dataSubscriberCount: Int32 = 0
+        var dataSubscribers: Int32 = 0
         /// The estimated heap bytes of `shadow` (``HeapCost/json(_:)``), kept so that replacing it is O(1).
         var shadowBytes: Int32 = 0
-        /// The data at this node when known; nil until seeded. Kept only while `dataSubscriberCount > 0`.
-        var shadow: JSONValue?
+        /// The data at this node when known; nil until seeded. Kept only while `dataSubscribers > 0`.
+        var storedShadow: JSONValue?
+
+        /// A new node (no subscribers yet: ``AppIndex/subscribe(path:subscriber:settings:)`` adds the first).
+        init() { super.init(holdsSubscribers: true) }
+
+        init(replacing node: Node) { super.init(replacing: node, holdsSubscribers: true) }
     }
 
-    // The stored properties of Node and Payload, laid out as the classes lay them out after their header:
-    // their heap cost follows the fields (``HeapCost/object(fields:)``).
+    // The stored properties of Node and Payload, laid out as the classes lay them out after their header
+    // (a subclass's fields follow its superclass's): their heap cost follows the fields (``HeapCost/object(fields:)``).
     private struct NodeFields {
         var children: CompactMap<ExactString, Node>
+        var holdsSubscribers: Bool
         var expiryBound: UInt32
-        var payload: Payload?
     }
     private struct PayloadFields {
+        var node: NodeFields
         var subscribers: CompactMap<SubscriberKey, SubscriptionSettings>
         var dataSubscriberCount: Int32
         var shadowBytes: Int32
         var shadow: JSONValue?
     }
     static let nodeBytes = HeapCost.object(fields: MemoryLayout<NodeFields>.size)
-    static let payloadBytes = HeapCost.object(fields: MemoryLayout<PayloadFields>.size)
+    /// What a node with subscribers costs more than one without.
+    static let payloadBytes = HeapCost.object(fields: MemoryLayout<PayloadFields>.size) - nodeBytes
 
     /// A v2 subscription's place in the trie, for the per-user index.
     struct UserEntry: Hashable {
@@ -92,7 +114,7 @@ public final class AppIndex {
     }
 
     public let app: String
-    let root = Node()
+    private(set) var root = Node()
     public private(set) var subscriptionCount = 0
     /// Where changes of ``byteCount`` are added (the app's meter, which adds into its partition's and the
     /// replica's). Nil: not metered.
@@ -104,8 +126,8 @@ public final class AppIndex {
     private var byUser: [ExactString: [UserEntry]] = [:]
     /// Subscriptions per owning uid (the auth token's uid; v2: the subscriber's uid), for the per-uid quota.
     private var perOwner: [ExactString: Int32] = [:]
-    /// Subscriptions per push destination, for the per-device quota.
-    private var perDevice: [DeviceKey: Int32] = [:]
+    /// Subscriptions per push destination, for the per-device quota (and each device's stored token).
+    private var perDevice = DeviceCounts()
     /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
     public internal(set) var changedShadows: [(path: DataPath, value: JSONValue)] = []
 
@@ -134,8 +156,7 @@ public final class AppIndex {
     /// abuse").
     public var byteCount: Int {
         storedBytes
-            + HeapCost.dictionary(
-                capacity: perDevice.capacity, keyStride: MemoryLayout<DeviceKey>.stride, valueStride: MemoryLayout<Int32>.stride)
+            + perDevice.heapBytes
             + HeapCost.dictionary(
                 capacity: perOwner.capacity, keyStride: MemoryLayout<ExactString>.stride, valueStride: MemoryLayout<Int32>.stride)
             + HeapCost.dictionary(
@@ -183,11 +204,8 @@ public final class AppIndex {
             total += Self.payloadBytes
         }
         total += settings.filterBytes
-        if perDevice[subscriber.device] == nil {
-            total += HeapCost.string(subscriber.token)
-                + HeapCost.dictionaryGrowth(
-                    count: perDevice.count, capacity: perDevice.capacity, keyStride: MemoryLayout<DeviceKey>.stride,
-                    valueStride: MemoryLayout<Int32>.stride)
+        if perDevice.count(of: subscriber.device) == 0 {
+            total += HeapCost.string(subscriber.token) + perDevice.growthForNew(subscriber.device)
         }
         if let owner = settings.owner, perOwner[owner] == nil {
             total += HeapCost.string(owner.string)
@@ -212,10 +230,19 @@ public final class AppIndex {
         return total
     }
 
+    /// Puts `replacement` in `node`'s place: `parent`'s child under `key`, or the root when there is no parent.
+    private func replace(_ node: Node, with replacement: Node, parent: Node?, key: ExactString?) {
+        if let parent, let key {
+            parent.children.replaceValue(replacement, forKey: key)
+        } else {
+            root = replacement
+        }
+    }
+
     /// Sets a node's shadow, keeping ``byteCount``.
     func setShadow(_ value: JSONValue?, of payload: Payload) {
         storedBytes -= Int(payload.shadowBytes)
-        payload.shadow = value
+        payload.storedShadow = value
         let bytes = value.map(HeapCost.json) ?? 0
         payload.shadowBytes = Int32(clamping: bytes)
         storedBytes += Int(payload.shadowBytes)
@@ -226,7 +253,7 @@ public final class AppIndex {
     private func canonical(_ subscriber: SubscriberKey, _ settings: SubscriptionSettings) -> (SubscriberKey, SubscriptionSettings) {
         var subscriber = subscriber
         var settings = settings
-        if let index = perDevice.index(forKey: subscriber.device) { subscriber.token = perDevice[index].key.token.string }
+        if let token = perDevice.storedToken(of: subscriber.device) { subscriber.token = token }
         func stored(_ uid: String) -> String? {
             if let index = perOwner.index(forKey: ExactString(uid)) { return perOwner[index].key.string }
             if let index = byUser.index(forKey: ExactString(uid)) { return byUser[index].key.string }
@@ -264,12 +291,13 @@ public final class AppIndex {
         var keys: [ExactString] = []
         if subscriber.uid != nil { keys.reserveCapacity(path.segments.count) }
         var node = root
-        for key in path.segments {
+        for (position, key) in path.segments.enumerated() {
             if let (stored, next) = node.children.entry(forKey: key) {
                 node = next
                 if subscriber.uid != nil { keys.append(stored) }
             } else {
-                let next = Node()
+                // The subscribed node itself is made a payload node at once (filled below).
+                let next = position == path.segments.count - 1 ? Payload() : Node()
                 let grown = node.children.heapBytes
                 node.children.updateValue(next, forKey: key)
                 storedBytes += node.children.heapBytes - grown + Self.nodeBytes + HeapCost.string(key.string)
@@ -282,18 +310,19 @@ public final class AppIndex {
         let payload: Payload
         if let existing = node.payload {
             payload = existing
+            if existing.subscribers.isEmpty { storedBytes += Self.payloadBytes }  // made just now, above
         } else {
-            payload = Payload()
-            node.payload = payload
+            payload = Payload(replacing: node)
+            replace(node, with: payload, parent: chain.count > 1 ? chain[chain.count - 2] : nil, key: path.segments.last)
             storedBytes += Self.payloadBytes
         }
         let grown = payload.subscribers.heapBytes
         let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
         storedBytes += payload.subscribers.heapBytes - grown + settings.filterBytes - (previous?.filterBytes ?? 0)
             + (settings.encryption?.heapBytes ?? 0) - (previous?.encryption?.heapBytes ?? 0)
-        if let previous, previous.mode.needsData { payload.dataSubscriberCount -= 1 }
-        if settings.mode.needsData { payload.dataSubscriberCount += 1 }
-        if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }
+        if let previous, previous.mode.needsData { payload.dataSubscribers -= 1 }
+        if settings.mode.needsData { payload.dataSubscribers += 1 }
+        if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
         if let previous {
             if previous.owner != settings.owner {
                 count(owner: previous.owner, by: -1)
@@ -304,12 +333,7 @@ public final class AppIndex {
         subscriptionCount += 1
         count(owner: settings.owner, by: 1)
         let device = subscriber.device
-        if let devices = perDevice[device] {
-            perDevice[device] = devices + 1
-        } else {
-            perDevice[device] = 1
-            storedBytes += HeapCost.string(subscriber.token)
-        }
+        if perDevice.increment(device) { storedBytes += HeapCost.string(subscriber.token) }
         if let uid = subscriber.uid {
             let entry = UserEntry(path: DataPath(validatedSegments: keys), subscriber: subscriber)
             let key = ExactString(uid)
@@ -342,17 +366,21 @@ public final class AppIndex {
         guard let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
         storedBytes += payload.subscribers.heapBytes - shrunk - removed.filterBytes - (removed.encryption?.heapBytes ?? 0)
         if removed.mode.needsData {
-            payload.dataSubscriberCount -= 1
-            if payload.dataSubscriberCount == 0, payload.shadow != nil { setShadow(nil, of: payload) }
+            payload.dataSubscribers -= 1
+            if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
         }
         if payload.subscribers.isEmpty {
             storedBytes -= Self.payloadBytes + Int(payload.shadowBytes)
-            node.payload = nil
+            if chain.isEmpty || !payload.children.isEmpty {
+                // It stays in the trie (the root, or a node with children): as a node without subscribers.
+                node = Node(replacing: payload, holdsSubscribers: false)
+                replace(payload, with: node, parent: chain.last?.0, key: chain.last?.1)
+            }
         }
         // Nodes left with no subscriber below them go, from the bottom up.
         var emptied = node
         for (parent, key) in chain.reversed() {
-            guard emptied.payload == nil, emptied.children.isEmpty else { break }
+            guard emptied.subscriberCount == 0, emptied.children.isEmpty else { break }
             let held = parent.children.heapBytes
             parent.children.removeValue(forKey: key)
             storedBytes += parent.children.heapBytes - held - Self.nodeBytes - HeapCost.string(key.string)
@@ -361,12 +389,7 @@ public final class AppIndex {
         subscriptionCount -= 1
         count(owner: removed.owner, by: -1)
         let device = subscriber.device
-        if let devices = perDevice[device], devices > 1 {
-            perDevice[device] = devices - 1
-        } else if let index = perDevice.index(forKey: device) {
-            storedBytes -= HeapCost.string(perDevice[index].key.token.string)
-            perDevice.remove(at: index)
-        }
+        if let token = perDevice.decrement(device) { storedBytes -= HeapCost.string(token) }
         if let uid = subscriber.uid, var entries = byUser.removeValue(forKey: ExactString(uid)) {
             let entry = UserEntry(path: path, subscriber: subscriber)
             let held = Self.entryBytes(entries)
@@ -407,7 +430,7 @@ public final class AppIndex {
     public func subscriptionCount(owner uid: String) -> Int { Int(perOwner[ExactString(uid)] ?? 0) }
 
     /// Subscriptions that reach `device`.
-    public func subscriptionCount(device: DeviceKey) -> Int { Int(perDevice[device] ?? 0) }
+    public func subscriptionCount(device: DeviceKey) -> Int { Int(perDevice.count(of: device)) }
 
     // MARK: Queries
 
@@ -609,13 +632,11 @@ public final class AppIndex {
         defer { report(since: before) }
         let all = allSubscriptions()
         storedBytes = Self.baseBytes
-        root.children.removeAll()
-        root.payload = nil
-        root.earliestExpiry = .max
+        root = Node()
         subscriptionCount = 0
         byUser = [:]
         perOwner = [:]
-        perDevice = [:]
+        perDevice = DeviceCounts()
         return all
     }
 }

@@ -86,6 +86,21 @@ struct CompactMap<Key: Hashable, Value> {
         }
     }
 
+    /// Replaces the value of `key`, which the map holds, keeping the key as stored (other structures may share
+    /// its storage).
+    mutating func replaceValue(_ value: Value, forKey key: Key) {
+        switch storage {
+        case .empty:
+            return
+        case .one(let existing, _):
+            if existing == key { storage = .one(existing, value) }
+        case .many(var dictionary):
+            storage = .empty
+            if let index = dictionary.index(forKey: key) { dictionary.values[index] = value }
+            storage = .many(dictionary)
+        }
+    }
+
     @discardableResult
     mutating func removeValue(forKey key: Key) -> Value? {
         switch storage {

@@ -28,6 +28,74 @@ final class AbuseBoundsTests: XCTestCase {
         XCTAssertEqual(index.subscriptionCount(owner: "alice"), 0)
     }
 
+    /// One token under several kinds (the same bytes registered with two providers) is several devices: each
+    /// counted exactly (``DeviceCounts`` keeps the first under its token, the others under their full key),
+    /// whichever kind comes and goes first; the estimate comes back when they are gone.
+    func testOneTokenUnderSeveralKindsIsCountedPerKind() throws {
+        let index = AppIndex(app: "a")
+        let token = "shared-token-longer-than-15-bytes"
+        let kinds: [SubscriberKind] = [.mobile, .huawei, .webhook]
+        func device(_ kind: SubscriberKind) -> DeviceKey { DeviceKey(kind: kind, token: ExactString(token)) }
+        func subscribe(_ kind: SubscriberKind, _ path: String) throws {
+            index.subscribe(path: try DataPath(path), subscriber: SubscriberKey(kind: kind, token: token), settings: .init(mode: .noData, expiresAt: .max))
+        }
+        func unsubscribe(_ kind: SubscriberKind, _ path: String) throws {
+            XCTAssertNotNil(index.unsubscribe(path: try DataPath(path), subscriber: SubscriberKey(kind: kind, token: token)))
+        }
+        // Once before: the tables keep the capacity they grow to (counted by byteCount).
+        for kind in kinds { try subscribe(kind, "/w") }
+        for kind in kinds { try unsubscribe(kind, "/w") }
+        let empty = index.byteCount
+        try subscribe(.mobile, "/1")
+        try subscribe(.huawei, "/1")
+        try subscribe(.huawei, "/2")
+        try subscribe(.webhook, "/3")
+        XCTAssertEqual(kinds.map { index.subscriptionCount(device: device($0)) }, [1, 2, 1])
+        // The first kind goes; the others keep their counts, and it comes back counted apart from them.
+        try unsubscribe(.mobile, "/1")
+        XCTAssertEqual(kinds.map { index.subscriptionCount(device: device($0)) }, [0, 2, 1])
+        try subscribe(.mobile, "/4")
+        try subscribe(.mobile, "/5")
+        try subscribe(.huawei, "/6")
+        XCTAssertEqual(kinds.map { index.subscriptionCount(device: device($0)) }, [2, 3, 1])
+        XCTAssertEqual(index.subscriptionCount(device: DeviceKey(kind: .mobile, token: "other")), 0)
+        for path in ["/1", "/2", "/6"] { try unsubscribe(.huawei, path) }
+        XCTAssertEqual(kinds.map { index.subscriptionCount(device: device($0)) }, [2, 0, 1])
+        for path in ["/4", "/5"] { try unsubscribe(.mobile, path) }
+        try unsubscribe(.webhook, "/3")
+        XCTAssertEqual(kinds.map { index.subscriptionCount(device: device($0)) }, [0, 0, 0])
+        XCTAssertEqual(index.byteCount, empty)
+    }
+
+    /// ``DeviceCounts`` against a dictionary of ``DeviceKey``s, random steps from fixed seeds over a few tokens
+    /// under every kind.
+    func testDeviceCountsAgreeWithADictionary() {
+        for seed: UInt64 in [1, 7, 19, 2026] {
+            var random = RetryTestRandom(seed: seed)
+            var counts = DeviceCounts()
+            var model: [DeviceKey: Int32] = [:]
+            let devices = ["t0", "t1", "t2"].flatMap { token in
+                SubscriberKind.allCases.map { DeviceKey(kind: $0, token: ExactString(token)) }
+            }
+            for step in 0..<2000 {
+                let device = devices[Int(random.next() % UInt64(devices.count))]
+                if random.next() % 2 == 0 {
+                    XCTAssertEqual(counts.increment(device), model[device] == nil, "seed \(seed) step \(step)")
+                    model[device, default: 0] += 1
+                } else {
+                    let removed = counts.decrement(device)
+                    XCTAssertEqual(removed != nil, model[device] == 1, "seed \(seed) step \(step)")
+                    if let removed { XCTAssertEqual(removed, device.token.string) }
+                    if let held = model[device] { model[device] = held > 1 ? held - 1 : nil }
+                }
+                for each in devices {
+                    XCTAssertEqual(counts.count(of: each), model[each] ?? 0, "seed \(seed) step \(step) \(each)")
+                    XCTAssertEqual(counts.storedToken(of: each) != nil || model[each] == nil, true)
+                }
+            }
+        }
+    }
+
     func testPerUserListIsKeptInOrder() throws {
         let index = AppIndex(app: "a")
         for (path, token) in [("/b", "2"), ("/a", "9"), ("/b", "1"), ("/a/c", "0")] {

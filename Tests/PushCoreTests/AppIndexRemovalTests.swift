@@ -70,6 +70,40 @@ final class AppIndexRemovalTests: XCTestCase {
         XCTAssertTrue(index.root.children.isEmpty)
     }
 
+    /// A node that gains subscribers of its own becomes a payload node in its place (one object), and turns back
+    /// into a plain node when its last one goes while it has children (issue 19, `mem3`): the children, the
+    /// expiry bound and the bytes follow, at the root as below it.
+    func testANodeGainsAndLosesSubscribersOfItsOwnKeepingItsChildren() throws {
+        for (at, below) in [("/a", "/a/b"), ("/", "/b")] {
+            let index = AppIndex(app: "a")
+            let child = SubscriberKey(token: "child-token-longer-than-15", uid: "user-longer-than-15")
+            index.subscribe(path: try DataPath(below), subscriber: child, settings: .init(mode: .value, expiresAt: 300, authUID: "user-longer-than-15"))
+            let own = SubscriberKey(token: "own-token-longer-than-15")
+            // Once elsewhere first: the per-device map keeps the capacity it grows to (counted by byteCount).
+            index.subscribe(path: try DataPath("/elsewhere"), subscriber: own, settings: .init(mode: .noData, expiresAt: .max))
+            index.unsubscribe(path: try DataPath("/elsewhere"), subscriber: own)
+            let plain = index.byteCount
+            let childNode = try XCTUnwrap(index.node(at: try DataPath(below)))
+            let settings = SubscriptionSettings(mode: .value, expiresAt: 100)
+            let predicted = index.bytesToSubscribe(path: try DataPath(at), subscriber: own, settings: settings)
+            index.subscribe(path: try DataPath(at), subscriber: own, settings: settings)
+            XCTAssertEqual(index.byteCount, plain + predicted, at)
+            XCTAssertNotNil(index.node(at: try DataPath(at))?.payload, at)
+            XCTAssertTrue(index.node(at: try DataPath(below)) === childNode, "the child moved along (\(at))")
+            XCTAssertEqual(index.node(at: try DataPath(at))?.earliestExpiry, 100, at)
+            XCTAssertEqual(index.expiredSubscriptions(now: 100).map(\.subscriber.token), [own.token], at)
+            index.subscribe(path: try DataPath(at), subscriber: own, settings: .init(mode: .value, expiresAt: 200))
+            XCTAssertEqual(index.apply(ChangeEvent(app: "a", path: try DataPath(below), operation: .set, after: .string("v")), now: 0).count, 2, at)
+            XCTAssertNotNil(index.unsubscribe(path: try DataPath(at), subscriber: own))
+            XCTAssertNil(index.node(at: try DataPath(at))?.payload, at)
+            XCTAssertTrue(index.node(at: try DataPath(below)) === childNode, "the child stayed (\(at))")
+            XCTAssertEqual(index.byteCount, plain, at)
+            XCTAssertEqual(index.expiredSubscriptions(now: 300).map(\.subscriber.token), [child.token], at)
+            XCTAssertEqual(index.subscriptions(ofUser: "user-longer-than-15").map(\.path.description), [below], at)
+            XCTAssertEqual(index.apply(ChangeEvent(app: "a", path: try DataPath(below), operation: .set, after: .string("w")), now: 0).count, 1, at)
+        }
+    }
+
     /// After a removal the bounds may be stale (too early), never too late: the scan still finds what is due.
     func testExpiryBoundsAfterRemoval() throws {
         let index = AppIndex(app: "a")
