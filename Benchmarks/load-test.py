@@ -323,6 +323,7 @@ def main() -> int:
                     help="producer batching delay (Tansu spends CPU per produce request: small batches slow it down)")
     ap.add_argument("--max-in-flight", type=int, default=2000, help="fcm.maxInFlightPerProject")
     ap.add_argument("--connections", type=int, default=2, help="fcm.maxConnections (HTTP/2 connections to the fake)")
+    ap.add_argument("--streams", type=int, default=100, help="fcm.maxStreamsPerConnection")
     ap.add_argument("--max-in-flight-records", type=int, default=20000, help="kafka.maxInFlightRecords")
     ap.add_argument("--kafka-prop", action="append", default=[], metavar="KEY=VALUE",
                     help="extra librdkafka property for the gateway (kafka.properties), e.g. fetch.wait.max.ms=10")
@@ -374,7 +375,7 @@ def main() -> int:
                       "deadLetterTopic": topics.dlq, "stateTopic": topics.state,
                       "snapshotRequestsTopic": topics.snapshots, "membersTopic": topics.members, "maxInFlightRecords": args.max_in_flight_records,
                       "properties": dict(FAST_GROUP_PROPERTIES, **dict(kv.split("=", 1) for kv in args.kafka_prop))},
-            "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": args.connections,
+            "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": args.connections, "maxStreamsPerConnection": args.streams,
                     "maxInFlightPerProject": args.max_in_flight, **fcm_tls},
             "logging": {"format": "json", "level": "warning"},
             "allowInsecureEndpoints": True,  # the fake FCM is h2c (cleartext)

@@ -164,6 +164,9 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var caFile = ""
         public var requestTimeoutMs = 10_000
         public var maxConnections = 2
+        /// Concurrent streams per HTTP/2 connection (the server's `SETTINGS_MAX_CONCURRENT_STREAMS` also applies;
+        /// FCM's is 100). The providers' HTTP client hands libcurl at most `maxConnections` × this many requests.
+        public var maxStreamsPerConnection = 100
         /// Requests in flight per provider project (one app's FCM project or HMS app); the rest wait.
         public var maxInFlightPerProject = 200
     }
@@ -308,6 +311,10 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         guard kafka.partitions > 0 else { throw ConfigurationError("kafka.partitions must be positive") }
         guard subscriptions.expirySweepSeconds > 0 else { throw ConfigurationError("subscriptions.expirySweepSeconds must be positive") }
         guard appSettings.reloadSeconds > 0 else { throw ConfigurationError("appSettings.reloadSeconds must be positive") }
+        guard (1...64).contains(fcm.maxConnections) else { throw ConfigurationError("fcm.maxConnections must be 1 to 64") }
+        guard (1...1000).contains(fcm.maxStreamsPerConnection) else {
+            throw ConfigurationError("fcm.maxStreamsPerConnection must be 1 to 1000")
+        }
         guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
         guard (0...kafka.maxInFlightRecords).contains(kafka.maxInFlightRecordsPerPartition) else {
@@ -513,7 +520,7 @@ extension GatewayConfiguration.Kafka {
 }
 
 extension GatewayConfiguration.FCM {
-    enum CodingKeys: String, CodingKey { case baseURL, tokenURL, caFile, requestTimeoutMs, maxConnections, maxInFlightPerProject }
+    enum CodingKeys: String, CodingKey { case baseURL, tokenURL, caFile, requestTimeoutMs, maxConnections, maxStreamsPerConnection, maxInFlightPerProject }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init()
@@ -522,6 +529,7 @@ extension GatewayConfiguration.FCM {
         caFile = try c.decodeIfPresent(String.self, forKey: .caFile) ?? caFile
         requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
+        maxStreamsPerConnection = try c.decodeIfPresent(Int.self, forKey: .maxStreamsPerConnection) ?? maxStreamsPerConnection
         maxInFlightPerProject = try c.decodeIfPresent(Int.self, forKey: .maxInFlightPerProject) ?? maxInFlightPerProject
     }
 }

@@ -72,6 +72,9 @@ public struct GatewayApp {
         let httpClient = try HTTPClient(
             configuration: HTTPClientConfiguration(
                 maxConnectionsPerHost: configuration.fcm.maxConnections,
+                maxConcurrentStreamsPerConnection: configuration.fcm.maxStreamsPerConnection,
+                // What the connections to one host carry: beyond it, requests would only wait inside libcurl.
+                maxConcurrentRequests: configuration.fcm.maxConnections * configuration.fcm.maxStreamsPerConnection,
                 caFile: configuration.fcm.caFile.isEmpty ? nil : configuration.fcm.caFile),
             logger: logger)
         // Calls forwarded to the replica that owns an app's partition: HTTP/1.1 keep-alive between replicas.

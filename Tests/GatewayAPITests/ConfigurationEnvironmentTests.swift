@@ -36,6 +36,20 @@ final class ConfigurationEnvironmentTests: XCTestCase {
         XCTAssertNoThrow(try GatewayConfiguration.load(file: nil, environment: ["PUSH_HTTP_ADVERTISED_ADDRESS": "http://10.0.0.5:8080"]))
         refused("delivery: {lanes: 65}")
         refused("delivery: {lanes: -1}")
+        refused("fcm: {maxConnections: 0}")
+        refused("fcm: {maxStreamsPerConnection: 0}")
+        refused("fcm: {maxStreamsPerConnection: 1001}")
+    }
+
+    /// `fcm.maxStreamsPerConnection`: 100 unless set (the providers' client then carries maxConnections × it).
+    func testStreamsPerConnection() throws {
+        XCTAssertEqual(try GatewayConfiguration.load(file: nil, environment: [:]).fcm.maxStreamsPerConnection, 100)
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("config-\(UUID().uuidString).yaml").path
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("fcm: {maxConnections: 4, maxStreamsPerConnection: 250}".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let set = try GatewayConfiguration.load(file: path, environment: [:])
+        XCTAssertEqual(set.fcm.maxConnections, 4)
+        XCTAssertEqual(set.fcm.maxStreamsPerConnection, 250)
     }
 
     /// `delivery.lanes`: one per core by default (0), at least 1; from the file or `PUSH_DELIVERY_LANES`.
