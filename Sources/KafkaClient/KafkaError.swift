@@ -54,14 +54,18 @@ public struct KafkaError: Error, CustomStringConvertible, Sendable {
     /// The record was not stored within `message.timeout.ms`.
     public var isTimeout: Bool { code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue }
 
-    /// A produce that failed this way may still have been stored: it timed out after it was sent, or was purged
-    /// while in flight (a producer closed or replaced). A record librdkafka reports as never sent
-    /// (`RD_KAFKA_MSG_STATUS_NOT_PERSISTED`: timed out in its queue, a broker unreachable from the start) was not,
-    /// nor was one that failed any other way.
+    /// A produce that failed this way may still have been stored. librdkafka's own word decides when it gave one
+    /// (a failed delivery report's `rd_kafka_message_status`): `RD_KAFKA_MSG_STATUS_NOT_PERSISTED` (never sent, or
+    /// refused in a way that says it was not written) was not; anything else may have been, **whatever the error**.
+    /// librdkafka keeps that status across retries: a record whose first attempt was sent and never answered (the
+    /// process was frozen, a request timed out) and whose retry the broker then refused (`PRODUCER_FENCED`, an
+    /// epoch or sequence error) is reported with the retry's error, yet its first attempt may be in the log. Taking
+    /// such a record as not stored answered a write `503`, or sent it on to the new owner, which had loaded it
+    /// (test_zombie.py, a create answered 409). Without a status (not a delivery report): a timeout or an in-flight
+    /// purge may have stored it; nothing else did.
     public var maybeStored: Bool {
-        guard code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue || code == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT.rawValue
-        else { return false }
-        return possiblyPersisted ?? true
+        if let possiblyPersisted { return possiblyPersisted }
+        return code == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT.rawValue || code == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT.rawValue
     }
 
     public var description: String { "KafkaError(\(code)): \(message)" }
