@@ -89,6 +89,12 @@ public final class AppProfile: Sendable {
     /// (``DeliveryService``), so that project-wide limits are counted in one place.
     func admissionScope(for kind: SubscriberKind) -> String { providerSender(for: kind)?.project ?? name }
 
+    /// Every admission scope `app`'s notifications can be counted in, `profile` being its settings (nil: none): the
+    /// app itself, and the project of each provider it sends through (``admissionScope(for:)``), each once.
+    static func admissionScopes(ofApp app: String, profile: AppProfile?) -> Set<String> {
+        Set([app] + SubscriberKind.allCases.compactMap { profile?.admissionScope(for: $0) })
+    }
+
     /// The admission scope of `key`'s line, `profile` being its app's settings: ``admissionScope(for:)``, or the app
     /// when it has no settings (its notifications then wait for them, counted in no project). It chooses the line's
     /// lane (``DeliveryService``) and names the pause a project's quota sets (``DeliveryLane``).

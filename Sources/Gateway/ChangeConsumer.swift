@@ -53,7 +53,7 @@ final class ChangeConsumer: Service, Sendable {
         consumer: KafkaConsumer, topic: String, companion: String? = nil, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
         tickets: EventTickets, ledger: OffsetLedger, pauses: FetchPauses, membership: Membership, health: Health, sweeper: RevocationSweeper,
         drainTimeout: Duration, takeBackAfter: Duration = .seconds(15), overBudgetRetry: Duration = .seconds(60),
-        workers: PartitionWorkers = PartitionWorkers(count: 0), timers: Timers, logger: Logger
+        workers: PartitionWorkers, timers: Timers, logger: Logger
     ) {
         self.timers = timers
         self.workers = workers

@@ -23,15 +23,3 @@ extension DeliveryInput {
         enqueue(notifications, fetchedAt: fetchedAt)
     }
 }
-
-/// The delivery input of one event's work (``EventProcessor``): every notification it queues is of `profile`'s
-/// app, and goes with the profile the event was matched with (``DeliveryInput/enqueue(_:fetchedAt:profile:)``), so
-/// that choosing its lane reads no shared profile.
-struct ProfiledDelivery: DeliveryInput {
-    let delivery: any DeliveryInput
-    let profile: AppProfile
-
-    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64) {
-        delivery.enqueue(notifications, fetchedAt: fetchedAt, profile: profile)
-    }
-}

@@ -189,9 +189,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
             queued += status.queued
             retrying += status.retrying
         }
-        let profile = context.profiles.profile(app)
-        let scopes = Set([app] + [SubscriberKind.mobile, .huawei].compactMap { profile?.admissionScope(for: $0) })
-        for scope in scopes {
+        for scope in AppProfile.admissionScopes(ofApp: app, profile: context.profiles.profile(app)) {
             if let until = lanes[Self.laneIndex(scope: scope, lanes: lanes.count)].pausedUntil(scope: scope), until > now {
                 paused = max(paused ?? until, until)
             }

@@ -13,7 +13,6 @@ import Synchronization
 /// part of its work (``EventTickets``).
 final class EventProcessor: Sendable {
     private let store: StateStore
-    private let profiles: AppProfiles
     private let delivery: any DeliveryInput
     private let tickets: EventTickets
     private let ledger: OffsetLedger
@@ -27,13 +26,12 @@ final class EventProcessor: Sendable {
     private let partitionWarned = Atomic<Bool>(false)
 
     init(
-        store: StateStore, profiles: AppProfiles, delivery: any DeliveryInput, tickets: EventTickets, ledger: OffsetLedger,
+        store: StateStore, delivery: any DeliveryInput, tickets: EventTickets, ledger: OffsetLedger,
         payloads: PayloadBuilder, sink: any RecordSink, deadLetterTopic: String, userNotificationsTopic: String? = nil,
         metrics: GatewayMetrics, logger: Logger
     ) {
         self.userNotificationsTopic = userNotificationsTopic
         self.store = store
-        self.profiles = profiles
         self.delivery = delivery
         self.tickets = tickets
         self.ledger = ledger
@@ -81,7 +79,7 @@ final class EventProcessor: Sendable {
 
     /// On the partition's worker: decodes, dead-letters or matches the record, and releases its ticket. The app's
     /// profile is read through the worker's reader (`worker`: ``PartitionWorkers/Local``), which takes no lock while
-    /// settings do not change, and goes with the notifications into the delivery service (``ProfiledDelivery``),
+    /// settings do not change, and goes with the notifications into the delivery service (``DeliveryInput/enqueue(_:fetchedAt:profile:)``),
     /// which chooses their lanes by it. The lanes read the app's settings again when they send (their own reader):
     /// a notification retried later, or stored and adopted, is sent with the settings current then.
     func process(_ admitted: Admitted, on worker: PartitionWorkers.Local) {
@@ -109,7 +107,7 @@ final class EventProcessor: Sendable {
                     : "kafka.partitioner does not match the publishers': set it to their partitioner (murmur2_random for Java clients)",
                 metadata: [LoggingKeys.app: "\(event.app)", LoggingKeys.kafkaPartition: "\(record.partition)"])
         }
-        guard let profile = worker.profile(event.app, in: profiles) else {
+        guard let profile = worker.profile(event.app) else {
             metrics.eventsSkipped.increment()
             return
         }
@@ -134,7 +132,7 @@ final class EventProcessor: Sendable {
         let outcome = partition.process(
             event, offset: record.offset, profile: profile, now: Int64(now), eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil,
             fetchedAt: admitted.fetchedAt, ticket: ticket, tickets: tickets,
-            delivery: ProfiledDelivery(delivery: delivery, profile: profile), payloads: payloads)
+            delivery: delivery, payloads: payloads)
         metrics.eventsConsumed.increment()
         if outcome.notifications > 0 { metrics.eventsMatched.increment() }
         if outcome.expired > 0 {
@@ -158,7 +156,7 @@ final class EventProcessor: Sendable {
             tickets.retain(ticket)
             return deadLetter(record, reason: error.reason, ticket: ticket)
         }
-        guard let profile = worker.profile(notification.app, in: profiles) else {
+        guard let profile = worker.profile(notification.app) else {
             metrics.eventsSkipped.increment()
             return
         }
@@ -178,7 +176,7 @@ final class EventProcessor: Sendable {
         let sent = partition.notifyUser(
             notification, profile: profile, now: Int64(Date().timeIntervalSince1970),
             eventTime: timestamp > 0 ? Double(timestamp) / 1000 : nil, fetchedAt: admitted.fetchedAt, ticket: ticket,
-            tickets: tickets, delivery: ProfiledDelivery(delivery: delivery, profile: profile), payloads: payloads)
+            tickets: tickets, delivery: delivery, payloads: payloads)
         metrics.userNotifications(devices: sent)
     }
 

@@ -201,14 +201,14 @@ public struct GatewayApp {
             metrics: metrics, board: board, logger: logger, onChange: { _ in sweeper.poke() })
         try reloader.loadInitial()
         let processor = EventProcessor(
-            store: store, profiles: profiles, delivery: delivery, tickets: tickets, ledger: ledger, payloads: payloads,
+            store: store, delivery: delivery, tickets: tickets, ledger: ledger, payloads: payloads,
             sink: writer, deadLetterTopic: kafka.deadLetterTopic, userNotificationsTopic: userNotificationsTopic, metrics: metrics,
             logger: logger)
         let changes = ChangeConsumer(
             consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, store: store, processor: processor, delivery: delivery,
             tickets: tickets, ledger: ledger, pauses: pauses, membership: membership, health: health, sweeper: sweeper, drainTimeout: drain,
             takeBackAfter: .milliseconds(max(10_000, Int64(consumerProperties["session.timeout.ms"] ?? "") ?? 45_000)),
-            workers: PartitionWorkers(count: kafka.workers), timers: timers, logger: logger)
+            workers: PartitionWorkers(count: kafka.workers, profiles: profiles), timers: timers, logger: logger)
         store.listen(fenced: { changes.fenced($0) }, rewriteRetryLine: { delivery.rewrite(line: $0) }, releaseTicket: { tickets.release($0) },
             subscriptionEnded: { eventHook.record($0) })
         let service = SubscriptionService(

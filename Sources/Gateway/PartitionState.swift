@@ -52,15 +52,16 @@ final class PartitionState: Sendable {
     // MARK: Driving the machine
 
     /// Runs one input under the lock: `body` returns the machine's actions (and a value); the ordered ones are
-    /// issued before the lock is released, the others after.
+    /// issued before the lock is released, the others after. `profile`: the app's settings the notifications of
+    /// this input were made with (an event's), handed to `delivery` with them (it chooses their lanes by it).
     private func input<Value>(
-        tickets: EventTickets? = nil, delivery: (any DeliveryInput)? = nil, fetchedAt: UInt64 = 0,
+        tickets: EventTickets? = nil, delivery: (any DeliveryInput)? = nil, profile: AppProfile? = nil, fetchedAt: UInt64 = 0,
         _ body: (inout Machine) -> (Value, [Action])
     ) -> Value {
         var later: [Action] = []
         let value = machine.withLock { machine -> Value in
             let (value, actions) = body(&machine)
-            issue(actions, in: &machine, tickets: tickets, delivery: delivery, fetchedAt: fetchedAt, later: &later)
+            issue(actions, in: &machine, tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt, later: &later)
             roleCode.store(machine.contents.role.code, ordering: .releasing)
             confirmation.store(machine.confirmationStamp, ordering: .releasing)
             return value
@@ -77,7 +78,7 @@ final class PartitionState: Sendable {
     /// being matched was fetched (``PendingNotification/fetchedAt``), 0 for other inputs.
     private func issue(
         _ actions: [Action], in machine: inout Machine, tickets: EventTickets?, delivery: (any DeliveryInput)?,
-        fetchedAt: UInt64 = 0, later: inout [Action]
+        profile: AppProfile? = nil, fetchedAt: UInt64 = 0, later: inout [Action]
     ) {
         for action in actions {
             switch action {
@@ -88,10 +89,14 @@ final class PartitionState: Sendable {
                 if let error = sink.produce(record, completion: { [self] result in acknowledged(sequence, result) }) {
                     // Refused at once: the machine hears of it as an acknowledgement, before anything else.
                     let next = machine.writeAcknowledged(sequence, .failure(Self.failure(error)), uptime: Uptime.now)
-                    issue(next, in: &machine, tickets: tickets, delivery: delivery, fetchedAt: fetchedAt, later: &later)
+                    issue(next, in: &machine, tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt, later: &later)
                 }
             case .deliver(let notifications):
-                delivery?.enqueue(notifications, fetchedAt: fetchedAt)
+                if let profile {
+                    delivery?.enqueue(notifications, fetchedAt: fetchedAt, profile: profile)
+                } else {
+                    delivery?.enqueue(notifications, fetchedAt: fetchedAt)
+                }
             case .retainTicket(let ticket, let count):
                 tickets?.retain(ticket, count: count)
             case .subscriptionEnded(let ended):
@@ -415,13 +420,13 @@ final class PartitionState: Sendable {
     // MARK: Events
 
     /// Matches one change event (on its partition's worker, in log order): ``PartitionMachine/match(_:offset:shadowLimit:now:eventTime:ticket:uptime:v1Payload:)``.
-    /// Its notifications are queued in `delivery`; each of them and each state write holds `ticket` until settled.
+    /// Its notifications are queued in `delivery` with `profile`; each of them and each state write holds `ticket` until settled.
     /// `fetchedAt`: when the consumer's poll returned the event's record (``PendingNotification/fetchedAt``).
     func process(
         _ event: ChangeEvent, offset: Int64, profile: AppProfile, now: Int64, eventTime: Double?, fetchedAt: UInt64 = 0,
         ticket: UInt64, tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
     ) -> EventOutcome {
-        input(tickets: tickets, delivery: delivery, fetchedAt: fetchedAt) { machine -> (EventOutcome, [Action]) in
+        input(tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt) { machine -> (EventOutcome, [Action]) in
             machine.match(
                 event, offset: offset, shadowLimit: profile.settings.shadowMaxBytes, now: now, eventTime: eventTime, ticket: ticket,
                 uptime: Uptime.now
@@ -437,7 +442,7 @@ final class PartitionState: Sendable {
         _ notification: UserNotification, profile: AppProfile, now: Int64, eventTime: Double?, fetchedAt: UInt64 = 0,
         ticket: UInt64, tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
     ) -> Int {
-        input(tickets: tickets, delivery: delivery, fetchedAt: fetchedAt) { machine -> (Int, [Action]) in
+        input(tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt) { machine -> (Int, [Action]) in
             machine.notifyUser(notification, now: now, eventTime: eventTime, ticket: ticket) { path, subscriber, content in
                 payloads.payload(profile: profile, path: path, subscriber: subscriber, format: .v1, content: content)
             }

@@ -7,27 +7,22 @@ import Foundation
 ///
 /// The poll thread is the only one that gives them work, and waits for all of them (``barrier()``) before a
 /// rebalance: as when it matched records itself, no record is being matched while partitions change hands.
-/// The state store's reader has workers of its own (``init(count:label:maxQueued:)`` with a bound): it waits in
+/// The state store's reader has workers of its own (``init(count:label:maxQueued:profiles:)`` with a bound): it waits in
 /// ``run(on:_:)`` while that many works are queued, so reading never runs far ahead of applying.
 final class PartitionWorkers: Sendable {
     /// What one worker keeps for the work it runs, with no lock: only that work touches it, and a worker runs one
     /// work at a time (its queue is serial). Work run with ``PartitionWorkers/run(on:withLocal:)`` gets its worker's.
     final class Local: @unchecked Sendable {
-        /// The app profiles as this worker last read them (``AppProfiles/Reader``): the event path's lookups take
-        /// no lock shared with other partitions' workers.
-        private var profiles: AppProfiles.Reader?
+        /// This worker's reader of the app profiles (``AppProfiles/Reader``): the event path's lookups take no lock
+        /// shared with other partitions' workers. Nil for workers that look no app up (the state store's).
+        private let profiles: AppProfiles.Reader?
 
-        fileprivate init() {}
+        fileprivate init(profiles: AppProfiles?) { self.profiles = profiles.map(AppProfiles.Reader.init) }
 
-        /// `app`'s settings now, read through this worker's reader of `shared` (made at the first lookup).
-        func profile(_ app: String, in shared: AppProfiles) -> AppProfile? {
-            if let profiles, profiles.shared === shared { return profiles.profile(app) }
-            let reader = AppProfiles.Reader(shared)
-            profiles = reader
-            return reader.profile(app)
-        }
+        /// `app`'s settings now (nil: not configured, or this worker has no profiles).
+        func profile(_ app: String) -> AppProfile? { profiles?.profile(app) }
 
-        /// How many times this worker's reader read the shared map (tests: none while nothing changes).
+        /// How many times this worker's reader read the shared map (tests: once, then once per change seen).
         var profileRefreshes: Int { profiles?.refreshes ?? 0 }
     }
 
@@ -37,11 +32,11 @@ final class PartitionWorkers: Sendable {
     private let places: DispatchSemaphore?
 
     /// `count` workers (0: one per core) named `label-N`; `maxQueued`: most works given and not finished, after
-    /// which ``run(on:_:)`` waits (nil: never waits).
-    init(count: Int, label: String = "partition-worker", maxQueued: Int? = nil) {
+    /// which ``run(on:_:)`` waits (nil: never waits); `profiles`: the app profiles each worker reads (``Local``).
+    init(count: Int, label: String = "partition-worker", maxQueued: Int? = nil, profiles: AppProfiles? = nil) {
         let workers = count > 0 ? count : max(1, ProcessInfo.processInfo.activeProcessorCount)
         queues = (0..<workers).map { DispatchQueue(label: "\(label)-\($0)", qos: .userInitiated) }
-        locals = (0..<workers).map { _ in Local() }
+        locals = (0..<workers).map { _ in Local(profiles: profiles) }
         places = maxQueued.map { DispatchSemaphore(value: max(1, $0)) }
     }
 
