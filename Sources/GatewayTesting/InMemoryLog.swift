@@ -12,7 +12,8 @@ public final class InMemoryLog: RecordSink, Sendable {
         var holding = false
         var held: [@Sendable () -> Void] = []
         var failing = false
-        var losing = false
+        /// While set, every record is stored and reported failed with this error.
+        var losing: KafkaError?
     }
 
     private let state = Mutex(State())
@@ -42,8 +43,12 @@ public final class InMemoryLog: RecordSink, Sendable {
     /// While set, every produce fails (a broker that does not acknowledge).
     public func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
-    /// While set, every record is stored but reported failed (a timeout after the broker wrote it).
-    public func setLosingAcknowledgements(_ losing: Bool) { state.withLock { $0.losing = losing } }
+    /// While set, every record is stored but reported failed: by default as a timeout after the broker wrote it
+    /// (`RD_KAFKA_RESP_ERR__MSG_TIMED_OUT`, possibly persisted); `error` reports another failure instead.
+    public func setLosingAcknowledgements(_ losing: Bool, error: KafkaError? = nil) {
+        let timedOut = KafkaError(code: -192, message: "in-memory log: timed out (stored)", possiblyPersisted: true)
+        state.withLock { $0.losing = losing ? (error ?? timedOut) : nil }
+    }
 
     public func records(_ topic: String, partition: Int32) -> [KafkaRecord] {
         state.withLock { $0.records[TopicPartition(topic: topic, partition: partition)] ?? [] }
@@ -69,8 +74,8 @@ public final class InMemoryLog: RecordSink, Sendable {
             let position = (partition, stored.offset)
             let losing = state.losing
             let acknowledge: @Sendable () -> Void = {
-                // RD_KAFKA_RESP_ERR__MSG_TIMED_OUT: stored, but the acknowledgement never came.
-                completion(losing ? .failure(KafkaError(code: -192, message: "in-memory log: timed out (stored)", possiblyPersisted: true)) : .success(position))
+                // Stored, but the acknowledgement never came (or the retry was refused).
+                completion(losing.map { .failure($0) } ?? .success(position))
             }
             if state.holding {
                 state.held.append(acknowledge)

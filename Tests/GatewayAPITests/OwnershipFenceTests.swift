@@ -99,6 +99,42 @@ final class OwnershipFenceTests: XCTestCase {
         XCTAssertNotNil(a.store.ownedPartition(ofApp: Self.app))
     }
 
+    /// The write a frozen owner had sent just before it stopped: stored, its answer lost while the process was
+    /// stopped; the retry librdkafka makes after the freeze is refused because the broker fenced the producer meanwhile
+    /// (`PRODUCER_FENCED`), and librdkafka keeps the record's status "possibly persisted". A newer owner may have
+    /// loaded it, so it is answered 504 (outcome unknown), never 503 nor "not owner" (a forwarding replica would send it
+    /// to the new owner, which would answer from the record it loaded: a create answered 409, test_zombie.py).
+    func testAWriteStoredThenRefusedOnItsRetryIsAnsweredMaybeStored() async throws {
+        let a = try await harness()
+        let index = a.store.partitionIndex(ofApp: Self.app)
+        let refusedOnRetry = KafkaError(code: 90, message: "delivery: Broker: producer fenced", possiblyPersisted: true)
+        a.log.holdAcknowledgements()
+        a.log.setLosingAcknowledgements(true, error: refusedOnRetry)
+        let service = a.service
+        let request = V1SubscribeRequest(
+            app: Self.app, path: try DataPath("/x"), deviceID: "sent-before-the-freeze", mode: .noData, authToken: nil)
+        let write = Task { () -> APIError? in
+            do {
+                try await service.subscribe(request)
+                return nil
+            } catch let error as APIError {
+                return error
+            } catch {
+                return APIError.internalError("\(error)")
+            }
+        }
+        await a.eventually("the write stored") { records(a.log, partition: index).contains { String(decoding: $0.key ?? [], as: UTF8.self).contains("sent-before") } }
+        takeOver(a)  // the newer owner's marker, after the stored write: it loads the write
+        a.log.setLosingAcknowledgements(false)
+        a.log.releaseAcknowledgements()
+        let error = await write.value
+        XCTAssertEqual(error?.status, .gatewayTimeout, "\(String(describing: error))")
+        XCTAssertEqual(error?.notOwner, false, "not sent on to the new owner")
+
+        let b = try await harness(log: a.log, owning: [index])
+        XCTAssertEqual(devices(b), ["sent-before-the-freeze"], "the newer owner has it: 503 would have been a lie")
+    }
+
     func testRecordsOfAnEarlierOwnerAfterTheMarkerAreRewritten() async throws {
         let a = try await harness()
         let index = a.store.partitionIndex(ofApp: Self.app)
