@@ -107,15 +107,7 @@ final class DeliveryService: Service, DeliveryInput, Sendable {
 
     // MARK: DeliveryInput
 
-    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64) {
-        enqueue(notifications, fetchedAt: fetchedAt, given: nil)
-    }
-
-    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, profile: AppProfile) {
-        enqueue(notifications, fetchedAt: fetchedAt, given: profile)
-    }
-
-    private func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, given profile: AppProfile?) {
+    func enqueue(_ notifications: [PendingNotification], fetchedAt: UInt64, profile: AppProfile?) {
         guard !notifications.isEmpty else { return }
         let now = context.clock()
         if fetchedAt != 0 {

@@ -92,11 +92,7 @@ final class PartitionState: Sendable {
                     issue(next, in: &machine, tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt, later: &later)
                 }
             case .deliver(let notifications):
-                if let profile {
-                    delivery?.enqueue(notifications, fetchedAt: fetchedAt, profile: profile)
-                } else {
-                    delivery?.enqueue(notifications, fetchedAt: fetchedAt)
-                }
+                delivery?.enqueue(notifications, fetchedAt: fetchedAt, profile: profile)
             case .retainTicket(let ticket, let count):
                 tickets?.retain(ticket, count: count)
             case .subscriptionEnded(let ended):
