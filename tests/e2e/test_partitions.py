@@ -197,10 +197,16 @@ def reference_memory(stack, label: str):
     """Starts a gateway alone in a consumer group of its own over the stack's topics (it owns every partition
     and loads the whole state topic), returns (its memory, subscriptions held, seconds until every partition
     was loaded, from its log), stops it. No change event is published while it runs, so it sends nothing; its
-    load markers carry no value."""
+    load markers carry no value.
+
+    Its change and user-notification topics are new and empty: a new group reads a topic from its start, and the
+    stack's change topic holds the events of the takeover (30,000 sends to the fake FCM, which runs in this test's
+    process, would slow the metrics call to the reference and its shutdown past their bounds)."""
     config = copy.deepcopy(stack.config)
     config["http"]["port"] = free_port()
     config["kafka"]["groupId"] = f"{stack.topics.group}-{label}"
+    for key in ("changesTopic", "userNotificationsTopic"):
+        config["kafka"][key] = stack.broker.create_topic(f"{config['kafka'][key]}-{label}", SCALE_PARTITIONS)
     reference = Gateway(stack.workdir, config=config, name=f"reference-{label}")
     try:
         reference.start()
