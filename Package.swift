@@ -78,7 +78,10 @@ let package = Package(
         ),
         .target(
             name: "CurlHTTP",
-            dependencies: ["CCurl", "CCurlShims", "GatewayLogging", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "CCurl", "CCurlShims", "GatewayLogging", .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+            ],
             swiftSettings: strict
         ),
         .target(name: "SSLCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),

@@ -1,5 +1,6 @@
 import CCurl
 import CCurlShims
+import DequeModule
 
 /// Works around a libcurl bug for HTTP/2 over cleartext (h2c, `http://` URLs) on libcurl < 8.0.0, such as
 /// Debian 12's 7.88.1: a request with `CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE` that *reuses* an h2c connection
@@ -30,10 +31,13 @@ struct CleartextHTTP2Gate {
         case unknown, probing(id: UInt64), established
     }
 
-    private struct Origin {
+    /// An origin's state, a reference: changed in place (a struct taken out of the dictionary and written back
+    /// would copy its held requests on every change).
+    private final class Origin {
         var phase = Phase.unknown
         var active = 0
-        var held: [RequestSlot] = []
+        /// Waiting in arrival order (a deque: the head leaves in O(1)).
+        var held = Deque<RequestSlot>()
     }
 
     private let maxActivePerOrigin: Int
@@ -55,9 +59,14 @@ struct CleartextHTTP2Gate {
 
     /// Starts `slot` now in the returned mode, or holds it (nil) until `finished` releases it.
     mutating func admit(_ slot: RequestSlot, origin: String) -> Mode? {
-        var entry = origins[origin, default: Origin()]
-        defer { origins[origin] = entry }
-        if let mode = Self.decide(&entry, slot.id, maxActivePerOrigin) { return mode }
+        let entry: Origin
+        if let known = origins[origin] {
+            entry = known
+        } else {
+            entry = Origin()
+            origins[origin] = entry
+        }
+        if let mode = Self.decide(entry, slot.id, maxActivePerOrigin) { return mode }
         entry.held.append(slot)
         heldCount += 1
         return nil
@@ -68,7 +77,7 @@ struct CleartextHTTP2Gate {
     /// failed with a transport error other than a timeout, i.e. libcurl may no longer be on the established h2c
     /// connection.
     mutating func finished(id: UInt64, origin: String, usedHTTP2: Bool, connectionSuspect: Bool) -> [(RequestSlot, Mode)] {
-        guard var entry = origins[origin] else { return [] }
+        guard let entry = origins[origin] else { return [] }
         entry.active -= 1
         switch entry.phase {
         case .probing(let probeID) where probeID == id:
@@ -79,23 +88,21 @@ struct CleartextHTTP2Gate {
             break
         }
         var released: [(RequestSlot, Mode)] = []
-        var index = 0
-        while index < entry.held.count {
-            let slot = entry.held[index]
+        var left = 0
+        while let slot = entry.held.first {
             if slot.isFinished {  // cancelled while held
-                index += 1
+                entry.held.removeFirst()
+                left += 1
                 continue
             }
-            guard let mode = Self.decide(&entry, slot.id, maxActivePerOrigin) else { break }
+            guard let mode = Self.decide(entry, slot.id, maxActivePerOrigin) else { break }
+            entry.held.removeFirst()
+            left += 1
             released.append((slot, mode))
-            index += 1
         }
-        entry.held.removeFirst(index)
-        heldCount -= index
+        heldCount -= left
         if entry.active == 0 && entry.held.isEmpty, case .unknown = entry.phase {
             origins[origin] = nil
-        } else {
-            origins[origin] = entry
         }
         return released
     }
@@ -108,7 +115,7 @@ struct CleartextHTTP2Gate {
         return all
     }
 
-    private static func decide(_ entry: inout Origin, _ id: UInt64, _ maxActive: Int) -> Mode? {
+    private static func decide(_ entry: Origin, _ id: UInt64, _ maxActive: Int) -> Mode? {
         switch entry.phase {
         case .established where entry.active < maxActive:
             entry.active += 1
