@@ -86,6 +86,9 @@ let package = Package(
         ),
         .target(name: "SSLCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
 
+        // Web Push (RFC 8291 message encryption, RFC 8292 VAPID) over SSLCrypto.
+        .target(name: "WebPush", dependencies: ["SSLCrypto", "CompactJSON"], swiftSettings: strict),
+
         // JOSE compact serialisations (JWS `none`, JWE dir/A256KW/RSA-OAEP-256 + A256GCM) over SSLCrypto.
         .target(name: "JOSE", dependencies: ["SSLCrypto", "CompactJSON"], swiftSettings: strict),
 
@@ -160,6 +163,7 @@ let package = Package(
             name: "PushGatewayCLI",
             dependencies: [
                 "Gateway", "GatewayEmbedded", "GatewayLogging", "EventDecoding", "PushFormats", "JOSE", "Providers", "CurlHTTP",
+                "SSLCrypto", "WebPush",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 // check-credentials reads an app's settings file as the gateway does.
@@ -176,7 +180,8 @@ let package = Package(
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(name: "GatewayCoreTests", dependencies: ["GatewayCore", "PushCore", "CompactJSON"]),
         .testTarget(name: "EventDecodingTests", dependencies: ["EventDecoding", "PushCore", "PushProto"]),
-        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto", "CompactJSON"]),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", "SSLCrypto", "CompactJSON", "TestSupport"]),
+        .testTarget(name: "WebPushTests", dependencies: ["WebPush", "SSLCrypto", "CompactJSON", "TestSupport"]),
         .testTarget(name: "AuthTests", dependencies: ["Auth", "SSLCrypto", "CompactJSON"], exclude: ["make_fixtures.py"]),
         .testTarget(name: "RulesTests", dependencies: ["Rules", "CompactJSON"]),
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),

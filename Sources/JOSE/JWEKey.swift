@@ -36,6 +36,12 @@ public struct JWEKey: Sendable {
     /// The `kid` written in the header: nil when the key has none.
     public var headerKid: String? { kid.isEmpty ? nil : kid }
 
+    /// The P-256 private key this key holds (a device's decrypting key), nil for any other.
+    public var ecPrivateKey: ECPrivateKey? {
+        if case .ecPrivate(let key) = material { return key }
+        return nil
+    }
+
     /// `dir`: `key` (32 bytes) is the content-encryption key.
     public static func dir(kid: String, key: [UInt8]) throws -> JWEKey {
         guard key.count == AES256GCM.keyByteCount else { throw JOSEError("JWE dir: key must be 32 bytes") }

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import JOSE
 import PushFormats
+import SSLCrypto
+import WebPush
 
 struct DecodeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -27,10 +29,21 @@ struct DecodeCommand: ParsableCommand {
     @Option(help: "Key id of a PEM key file or of a JWK without kid (default: the file name without its extension).")
     var kid: String?
 
+    @Option(
+        name: .customLong("webpush-auth"),
+        help: ArgumentHelp(
+            "The browser's auth secret (base64url): PAYLOAD is then a Web Push message body (aes128gcm, base64url), decrypted with the browser's P-256 private key (--key-file: a JWK with d, or a PEM); prints the message it carried.",
+            valueName: "secret"))
+    var webPushAuth: String?
+
     func run() throws {
         do {
             let keys = try loadKeys()
             let text = payload == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self) : payload
+            if let webPushAuth {
+                print(try decryptWebPush(text, auth: webPushAuth, keys: keys))
+                return
+            }
             print(try PayloadDecoder.decode(payload: text, keys: keys), terminator: "")
         } catch let error as ValidationError {
             throw error
@@ -42,6 +55,22 @@ struct DecodeCommand: ParsableCommand {
 
     private struct Failure: Error, CustomStringConvertible {
         let description: String
+    }
+
+    /// A Web Push body (base64url, surrounding white space ignored) decrypted with the one P-256 key given.
+    private func decryptWebPush(_ text: String, auth: String, keys: [JWEKey]) throws -> String {
+        guard let secret = Base64URL.decode(auth.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ValidationError("--webpush-auth: not base64url")
+        }
+        let browserKeys = keys.compactMap(\.ecPrivateKey)
+        guard browserKeys.count == 1, keys.count == 1 else {
+            throw ValidationError("--webpush-auth needs one --key-file: the browser's P-256 private key")
+        }
+        guard let body = Base64URL.decode(text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw Failure(description: "the Web Push body is not base64url")
+        }
+        let message = try WebPushEncryption.decrypt(body, userAgentKey: browserKeys[0], authSecret: secret)
+        return String(decoding: message, as: UTF8.self)
     }
 
     private func loadKeys() throws -> [JWEKey] {

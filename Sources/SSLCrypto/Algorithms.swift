@@ -8,6 +8,7 @@ import COpenSSL
 enum Algorithms {
     nonisolated(unsafe) static let sha256: OpaquePointer = fetchDigest("SHA2-256")
     nonisolated(unsafe) static let aes256GCM: OpaquePointer = fetchCipher("AES-256-GCM")
+    nonisolated(unsafe) static let aes128GCM: OpaquePointer = fetchCipher("AES-128-GCM")
     nonisolated(unsafe) static let aes256Wrap: OpaquePointer = fetchCipher("AES-256-WRAP")
     /// The single-step KDF of SP 800-56C (the Concat KDF of SP 800-56A), for JWE `ECDH-ES`.
     nonisolated(unsafe) static let sskdf: OpaquePointer = fetchKDF("SSKDF")

@@ -94,6 +94,56 @@ public final class ECPrivateKey: @unchecked Sendable {
         }
     }
 
+    /// Signs `message` with ECDSA P-256 SHA-256 in the JWS form (JWS `ES256`, RFC 7518 §3.4): `r || s`, each a
+    /// 32-byte big-endian integer, 64 bytes (VAPID, APNs provider tokens).
+    public func signES256(_ message: some Sequence<UInt8>) throws -> [UInt8] {
+        guard let ctx = EVP_MD_CTX_new() else { throw CryptoError.openSSL("EVP_MD_CTX_new failed") }
+        defer { EVP_MD_CTX_free(ctx) }
+        guard EVP_DigestSignInit(ctx, nil, Algorithms.sha256, nil, pkey) == 1 else {
+            throw CryptoError.openSSL("ES256: EVP_DigestSignInit failed")
+        }
+        var length = 0
+        let der: [UInt8]? = withContiguousBytes(message) { input, count in
+            guard EVP_DigestSign(ctx, nil, &length, input, count) == 1, length > 0 else { return nil }
+            var failed = false
+            let bytes = makeBytes(count: length) { out in
+                var written = length
+                guard EVP_DigestSign(ctx, out, &written, input, count) == 1 else {
+                    failed = true
+                    return 0
+                }
+                return written
+            }
+            return failed ? nil : bytes
+        }
+        guard let der else { throw CryptoError.openSSL("ES256: signing failed") }
+        return try Self.rawSignature(der: der)
+    }
+
+    /// Converts a DER `ECDSA-Sig-Value` into `r || s` (32 bytes each, left-padded).
+    private static func rawSignature(der: [UInt8]) throws -> [UInt8] {
+        let sig: OpaquePointer? = der.withUnsafeBufferPointer { buffer in
+            var cursor: UnsafePointer<UInt8>? = buffer.baseAddress
+            return d2i_ECDSA_SIG(nil, &cursor, buffer.count)
+        }
+        guard let sig else { throw CryptoError.openSSL("ES256: cannot read the signature") }
+        defer { ECDSA_SIG_free(sig) }
+        let half = ECPublicKey.scalarByteCount
+        var failed = false
+        let raw = makeBytes(count: 2 * half) { out in
+            guard let r = ECDSA_SIG_get0_r(sig), let s = ECDSA_SIG_get0_s(sig),
+                  BN_bn2binpad(r, out, Int32(half)) == Int32(half),
+                  BN_bn2binpad(s, out + half, Int32(half)) == Int32(half)
+            else {
+                failed = true
+                return 0
+            }
+            return 2 * half
+        }
+        if failed { throw CryptoError.openSSL("ES256: cannot encode the signature") }
+        return raw
+    }
+
     /// The ECDH shared secret `Z` with `peer` (the x coordinate of d·Q, 32 bytes; SP 800-56A §5.7.1.2).
     ///
     /// `peer` was checked when it was made (on the curve, not the point at infinity; the cofactor of P-256 is 1,

@@ -82,6 +82,24 @@ public final class ECPublicKey: @unchecked Sendable {
         return EVP_PKEY_public_check_quick(ctx) == 1
     }
 
+    /// The key of an uncompressed point (`0x04 || x || y`, 65 bytes: SEC 1 §2.3.3, X9.63), as a browser gives its
+    /// Web Push key (`p256dh`) and a VAPID key is published.
+    public convenience init(uncompressedPoint point: [UInt8]) throws {
+        let size = Self.scalarByteCount
+        guard point.count == 1 + 2 * size, point[0] == 0x04 else {
+            throw CryptoError("P-256 public key: an uncompressed point is 65 bytes starting with 0x04")
+        }
+        try self.init(x: Array(point[1...size]), y: Array(point[(1 + size)...]))
+    }
+
+    /// The uncompressed point `0x04 || x || y` (65 bytes).
+    public var uncompressedPoint: [UInt8] {
+        get throws {
+            let (x, y) = try coordinates
+            return [0x04] + x + y
+        }
+    }
+
     /// The coordinates `x` and `y`, 32 big-endian bytes each.
     public var coordinates: (x: [UInt8], y: [UInt8]) {
         get throws {

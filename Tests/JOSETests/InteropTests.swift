@@ -1,6 +1,7 @@
 import Foundation
 import JOSE
 import SSLCrypto
+import TestSupport
 import XCTest
 
 /// Interop with independent implementations (Python joserfc, jwcrypto, pyjwt, cryptography) through
@@ -49,7 +50,7 @@ final class InteropTests: XCTestCase {
                 }
             }
         }
-        let results = try PythonInterop.run(ops)
+        let results = try PythonInterop.jose.run(ops)
         for (index, result) in results.enumerated() {
             let (key, payload) = expected[index]
             let context = "\(ops[index]["lib"] ?? "") \(key.algorithm.rawValue) \(payload.count) bytes"
@@ -73,7 +74,7 @@ final class InteropTests: XCTestCase {
                 }
             }
         }
-        let results = try PythonInterop.run(ops)
+        let results = try PythonInterop.jose.run(ops)
         let byKid = Dictionary(uniqueKeysWithValues: cases.map { ($0.key.kid, $0.key) })
         for (index, result) in results.enumerated() {
             let (key, payload) = expected[index]
@@ -94,7 +95,7 @@ final class InteropTests: XCTestCase {
     /// `ECDH-ES+A256KW` on P-256 both ways: device keys drawn by joserfc (so their JWK import is tested too),
     /// with and without a kid.
     func testECDHESBothWays() throws {
-        let generated = try PythonInterop.run([["op": "ec_generate"], ["op": "ec_generate"]])
+        let generated = try PythonInterop.jose.run([["op": "ec_generate"], ["op": "ec_generate"]])
         var ops: [[String: Any]] = []
         var expected: [(kid: String, opener: JWEKey, payload: [UInt8])] = []
         for (index, result) in generated.enumerated() {
@@ -123,7 +124,7 @@ final class InteropTests: XCTestCase {
                 }
             }
         }
-        let results = try PythonInterop.run(ops)
+        let results = try PythonInterop.jose.run(ops)
         for (index, result) in results.enumerated() {
             let (kid, opener, payload) = expected[index]
             let context = "\(ops[index]["op"] ?? "") \(ops[index]["lib"] ?? "") kid '\(kid)' \(payload.count) bytes"
@@ -152,7 +153,7 @@ final class InteropTests: XCTestCase {
                 ops.append(["op": "make_unsecured", "lib": library, "payload": Base64URL.encode(payload)])
             }
         }
-        let results = try PythonInterop.run(ops)
+        let results = try PythonInterop.jose.run(ops)
         for (op, result) in zip(ops, results) {
             let context = "\(op["op"] ?? "") \(op["lib"] ?? "")"
             if op["op"] as? String == "parse_unsecured" {
@@ -177,7 +178,7 @@ final class InteropTests: XCTestCase {
         forged[signingInput.utf8.count + 5] = forged[signingInput.utf8.count + 5] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
         let forgedToken = String(decoding: forged, as: UTF8.self)
 
-        let results = try PythonInterop.run([
+        let results = try PythonInterop.jose.run([
             ["op": "rs256_verify", "lib": "pyjwt", "public_pem": publicPEM, "token": token],
             ["op": "rs256_verify", "lib": "cryptography", "public_pem": publicPEM, "token": token],
             ["op": "rs256_verify", "lib": "cryptography", "public_pem": publicPEM, "token": forgedToken],

@@ -1,4 +1,5 @@
 import SSLCrypto
+import TestSupport
 import XCTest
 
 final class RSAKeyTests: XCTestCase {
@@ -42,7 +43,7 @@ final class RSAKeyTests: XCTestCase {
     func testPEMFormatsFromPythonCryptography() throws {
         // PKCS#1 ("BEGIN RSA PRIVATE KEY") and PKCS#8 private keys, SubjectPublicKeyInfo public key,
         // and a 1024-bit key that must be refused.
-        let results = try PythonInterop.run([
+        let results = try PythonInterop.jose.run([
             ["op": "rsa_generate", "bits": 2048, "format": "pkcs1"],
             ["op": "rsa_generate", "bits": 2048, "format": "pkcs8"],
             ["op": "rsa_generate", "bits": 1024, "format": "pkcs8"],

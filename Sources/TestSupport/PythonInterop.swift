@@ -1,22 +1,32 @@
 import Foundation
 import XCTest
 
-/// Runs `tests/interop/jose_interop.py` (located relative to this file) with one batch of operations.
-enum PythonInterop {
-    /// `<package root>/tests/interop/jose_interop.py`; this file is `<root>/Tests/JOSETests/PythonInterop.swift`.
-    static let scriptURL: URL = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
-        .deletingLastPathComponent()
-        .deletingLastPathComponent()
-        .deletingLastPathComponent()
-        .appendingPathComponent("tests/interop/jose_interop.py")
+/// Runs a Python interop helper of `tests/interop/` with one batch of operations: `{"ops": [...]}` on its stdin,
+/// `{"results": [...]}` on its stdout, one result per op (a failing op yields `{"error": ...}`). The helper exits
+/// with 3 when a Python module it needs is missing: the test is then skipped, saying which.
+public struct PythonInterop: Sendable {
+    /// The helper's path; `relativePath` is from the package root (this file is
+    /// `<root>/Sources/TestSupport/PythonInterop.swift`).
+    public let scriptURL: URL
+    /// The PyPI modules the helper needs (said when it is skipped).
+    public let modules: String
 
-    struct Failure: Error, CustomStringConvertible {
-        let description: String
+    public init(script relativePath: String, modules: String) {
+        scriptURL = URL(fileURLWithPath: #filePath).resolvingSymlinksInPath()
+            .deletingLastPathComponent()
+            .deletingLastPathComponent()
+            .deletingLastPathComponent()
+            .appendingPathComponent(relativePath)
+        self.modules = modules
+    }
+
+    public struct Failure: Error, CustomStringConvertible {
+        public let description: String
     }
 
     /// Sends `ops` as `{"ops": [...]}` on stdin and returns the `results` array, one entry per op.
     /// Throws `XCTSkip` when python3 or one of the Python modules is missing.
-    static func run(_ ops: [[String: Any]], timeout: TimeInterval = 120) throws -> [[String: Any]] {
+    public func run(_ ops: [[String: Any]], timeout: TimeInterval = 120) throws -> [[String: Any]] {
         guard FileManager.default.fileExists(atPath: scriptURL.path) else {
             throw Failure(description: "interop script not found at \(scriptURL.path)")
         }
@@ -34,7 +44,7 @@ enum PythonInterop {
         do {
             try process.run()
         } catch {
-            throw XCTSkip("cannot start python3 (\(error)); interop tests need python3 with joserfc, jwcrypto, pyjwt, cryptography")
+            throw XCTSkip("cannot start python3 (\(error)); interop tests need python3 with \(modules)")
         }
 
         // Drain both output pipes concurrently so a large output can never block the child.
@@ -61,7 +71,7 @@ enum PythonInterop {
         switch process.terminationStatus {
         case 0: break
         case 127: throw XCTSkip("python3 not found on PATH; interop tests skipped")
-        case 3: throw XCTSkip("python interop dependency missing (\(errorText.trimmingCharacters(in: .whitespacesAndNewlines))); pip install joserfc jwcrypto pyjwt cryptography")
+        case 3: throw XCTSkip("python interop dependency missing (\(errorText.trimmingCharacters(in: .whitespacesAndNewlines))); pip install \(modules)")
         default: throw Failure(description: "python interop exited with \(process.terminationStatus): \(errorText)")
         }
         guard let object = try JSONSerialization.jsonObject(with: output.stdoutData) as? [String: Any],
@@ -71,7 +81,7 @@ enum PythonInterop {
     }
 
     /// The string `field` of a result, failing the test with the op's error when it has none.
-    static func string(_ result: [String: Any], _ field: String, file: StaticString = #filePath, line: UInt = #line) -> String? {
+    public static func string(_ result: [String: Any], _ field: String, file: StaticString = #filePath, line: UInt = #line) -> String? {
         if let value = result[field] as? String { return value }
         XCTFail("python op failed: \(result["error"] ?? "no \(field) in \(result)")", file: file, line: line)
         return nil
