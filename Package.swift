@@ -26,6 +26,7 @@ let package = Package(
         .library(name: "Auth", targets: ["Auth"]),
         .library(name: "Rules", targets: ["Rules"]),
         .library(name: "SSLCrypto", targets: ["SSLCrypto"]),
+        .library(name: "WebPush", targets: ["WebPush"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log", exact: "1.16.2"),

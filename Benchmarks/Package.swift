@@ -24,6 +24,7 @@ let package = Package(
                 .product(name: "PushFormats", package: "main"),
                 .product(name: "JOSE", package: "main"),
                 .product(name: "SSLCrypto", package: "main"),
+                .product(name: "WebPush", package: "main"),
             ],
             path: "Benchmarks/PushCoreBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

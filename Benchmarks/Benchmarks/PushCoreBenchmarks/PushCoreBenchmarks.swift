@@ -84,5 +84,6 @@ let benchmarks: @Sendable () -> Void = {
 
     v2PayloadBenchmarks()
     deviceEncryptionBenchmarks()
+    webPushBenchmarks()
     retryBenchmarks()
 }
