@@ -104,7 +104,7 @@ let package = Package(
         .target(
             name: "Providers",
             dependencies: [
-                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging", "PushCore",
+                "CompactJSON", "CurlHTTP", "SSLCrypto", "GatewayLogging", "PushCore", "WebPush",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -188,7 +188,9 @@ let package = Package(
         .testTarget(name: "PushFormatsTests", dependencies: ["PushFormats", "PushCore", "JOSE", "SSLCrypto", "CompactJSON"]),
         .testTarget(
             name: "ProvidersTests",
-            dependencies: ["Providers", "CurlHTTP", "SSLCrypto", "PushCore", "TestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "Providers", "CurlHTTP", "SSLCrypto", "PushCore", "TestSupport", "WebPush", .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "GatewayAPITests",

@@ -112,5 +112,5 @@ public enum WebPushEncryption {
 /// A Web Push message or key that cannot be built or read; the message says why.
 public struct WebPushError: Error, CustomStringConvertible, Sendable {
     public let description: String
-    init(_ description: String) { self.description = "Web Push: " + description }
+    public init(_ description: String) { self.description = "Web Push: " + description }
 }
