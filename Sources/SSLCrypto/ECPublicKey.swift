@@ -95,17 +95,17 @@ public final class ECPublicKey: @unchecked Sendable {
     /// The uncompressed point `0x04 || x || y` (65 bytes).
     public var uncompressedPoint: [UInt8] {
         get throws {
-            let (x, y) = try coordinates
-            return [0x04] + x + y
+            guard let point = KeyParameters.octets(pkey, "pub", capacity: 1 + 2 * Self.scalarByteCount),
+                  point.count == 1 + 2 * Self.scalarByteCount, point[0] == 0x04
+            else { throw CryptoError("P-256 public key: cannot read its point") }
+            return point
         }
     }
 
     /// The coordinates `x` and `y`, 32 big-endian bytes each.
     public var coordinates: (x: [UInt8], y: [UInt8]) {
         get throws {
-            guard let point = KeyParameters.octets(pkey, "pub", capacity: 1 + 2 * Self.scalarByteCount),
-                  point.count == 1 + 2 * Self.scalarByteCount, point[0] == 0x04
-            else { throw CryptoError("P-256 public key: cannot read its point") }
+            let point = try uncompressedPoint
             return (Array(point[1...Self.scalarByteCount]), Array(point[(1 + Self.scalarByteCount)...]))
         }
     }

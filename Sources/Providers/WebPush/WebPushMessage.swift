@@ -1,4 +1,5 @@
 import CurlHTTP
+import PushCore
 import SSLCrypto
 import WebPush
 
@@ -9,11 +10,14 @@ public struct WebPushSubscription: Sendable {
     public let key: ECPublicKey
     public let authSecret: [UInt8]
 
-    /// From the subscription's JSON fields: `p256dh` and `auth` in base64url. Refuses an endpoint that is not an
-    /// absolute http(s) URL with a host, a key that is not a P-256 point, and an `auth` that is not 16 bytes.
+    /// From the subscription's JSON fields: `p256dh` and `auth` in base64url. The endpoint is an outside URL checked
+    /// as a webhook destination is (``WebhookURL``: https, no user info or fragment, a valid host); refuses a key that
+    /// is not a P-256 point and an `auth` that is not 16 bytes.
     public init(endpoint: String, p256dh: String, auth: String) throws {
-        guard VAPIDSigner.audience(ofEndpoint: endpoint) != nil else {
-            throw WebPushError("the endpoint must be an absolute https URL")
+        do {
+            _ = try WebhookURL(endpoint)
+        } catch {
+            throw WebPushError("endpoint: \(error)")
         }
         guard let point = Base64URL.decode(p256dh), let key = try? ECPublicKey(uncompressedPoint: point) else {
             throw WebPushError("p256dh must be a base64url P-256 point (65 bytes, uncompressed)")
