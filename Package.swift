@@ -148,7 +148,7 @@ let package = Package(
             name: "Gateway",
             dependencies: [
                 "PushCore", "GatewayCore", "PushProto", "EventDecoding", "KafkaClient", "Providers", "GatewayAPI", "JOSE", "Auth", "Rules", "PushFormats",
-                "SSLCrypto", "CurlHTTP", "GatewayEmbedded", "GatewayLogging",
+                "SSLCrypto", "CurlHTTP", "GatewayEmbedded", "GatewayLogging", "WebPush",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -196,7 +196,7 @@ let package = Package(
             name: "GatewayAPITests",
             dependencies: [
                 "GatewayAPI", "Gateway", "GatewayEmbedded", "Providers", "PushProto", "SSLCrypto", "Auth", "CurlHTTP", "KafkaClient", "GatewayTesting",
-                "EventDecoding",
+                "EventDecoding", "WebPush", "PushFormats",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Yams", package: "Yams"),
             ],

@@ -74,6 +74,12 @@ struct AdminService: AdminAPI {
         ]
         document["eventHook"] =
             profile.settings.eventHook == nil ? .null : .object(["queued": .number(String(eventHook?.queued(app: name) ?? 0))])
+        if let webPush = profile.sender(for: .webpush) as? WebPushSender {
+            // What the app's pages subscribe with (`applicationServerKey`), and the contact push services see.
+            document["webPush"] = .object([
+                "applicationServerKey": .string(webPush.client.vapid.publicKey), "subject": .string(webPush.client.vapid.subject),
+            ])
+        }
         document["servedBy"] = .string(membership.address)
         return .object(document)
     }

@@ -70,12 +70,16 @@ public final class AppProfile: Sendable {
     /// What a notification to `subscriber` needs before the delivery queue hands it out
     /// (``DeliveryQueue/Admission``), all together: through FCM or HMS, its provider project's send rate (when
     /// paced) and a place of the project's `maxInFlightPerProject` requests in flight; a webhook, a place of its
-    /// destination host's `maxInFlightPerHost` (``WebhookSender/gate(token:)``); nothing otherwise (the console
-    /// sink).
+    /// destination host's `maxInFlightPerHost` (``WebhookSender/gate(token:)``); a Web Push subscription, a place of
+    /// its push service host's (``WebPushSender/gate(token:)``); nothing otherwise (the console sink).
     func admissions(for subscriber: SubscriberKey) -> [DeliveryQueue.Admission] {
         if subscriber.kind == .webhook {
             guard let webhook = senders[.webhook] as? WebhookSender else { return [] }
             return [.concurrency(webhook.gate(token: subscriber.token))]
+        }
+        if subscriber.kind == .webpush {
+            guard let webPush = senders[.webpush] as? WebPushSender else { return [] }
+            return [.concurrency(webPush.gate(token: subscriber.token))]
         }
         guard let sender = providerSender(for: subscriber.kind) else { return [] }
         let inFlight = DeliveryQueue.Admission.concurrency(DeliveryQueue.Gate(key: sender.project, limit: maxInFlightPerProject))

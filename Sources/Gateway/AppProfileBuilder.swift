@@ -132,6 +132,16 @@ public struct AppProfileBuilder: Sendable {
             senders[.webhook] =
                 webhookClient.map { WebhookSender(app: name, client: $0, maxInFlightPerHost: webhook.maxInFlightPerHost) } ?? consoleSink(name)
         }
+        if let webPush = settings.webPush {
+            let signer = try webPush.signer()
+            // The webhook client's HTTP client: push services are outside endpoints too. The console sink without one (tests).
+            senders[.webpush] =
+                webhookHTTPClient.map {
+                    WebPushSender(
+                        app: name, client: WebPushClient(http: $0, vapid: signer, settings: webPush.clientSettings),
+                        maxInFlightPerHost: webPush.maxInFlightPerHost)
+                } ?? consoleSink(name)
+        }
         let eventHook = settings.eventHook.flatMap { hook in
             webhookClient.map { EventHookTarget(url: hook.url, maxQueuedEvents: hook.maxQueuedEvents, client: $0) }
         }

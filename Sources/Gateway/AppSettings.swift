@@ -34,6 +34,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var quotas = AppQuotas()
     /// `kind: "webhook"` subscriptions: signing secrets, private destinations, limits (``WebhookSettings``).
     public var webhook: WebhookSettings?
+    /// `kind: "webpush"` subscriptions: the VAPID key and contact, private endpoints, TTL, urgency (``WebPushSettings``).
+    public var webPush: WebPushSettings?
     /// Where the app's backend hears of ended subscriptions (``EventHookSettings``); signed with `webhook.secrets`.
     public var eventHook: EventHookSettings?
 
@@ -95,6 +97,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         guard shadowMaxBytes > 0 else { throw ConfigurationError("shadowMaxBytes must be positive") }
         try quotas.validate()
         try webhook?.validate()
+        try webPush?.validate()
         try eventHook?.validate(webhook: webhook)
         if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }
         if let audience, audience.isEmpty { throw ConfigurationError("audience must not be empty (omit it to accept any)") }
@@ -110,7 +113,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case enabled, fcmServiceAccountFile, fcm, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
         case encryption, rules, quotas
-        case webhook, eventHook
+        case webhook, eventHook, webPush
     }
 
     public init(from decoder: any Decoder) throws {
@@ -130,6 +133,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         quotas = try c.decodeIfPresent(AppQuotas.self, forKey: .quotas) ?? quotas
         webhook = try c.decodeIfPresent(WebhookSettings.self, forKey: .webhook)
         eventHook = try c.decodeIfPresent(EventHookSettings.self, forKey: .eventHook)
+        webPush = try c.decodeIfPresent(WebPushSettings.self, forKey: .webPush)
     }
 }
 

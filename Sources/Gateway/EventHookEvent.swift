@@ -46,7 +46,18 @@ struct EventHookEvent: Sendable, Equatable {
         json.raw(",\"format\":")
         json.string(subscription.settings.format.rawValue)
         json.raw(",\"context\":")
-        json.string(String(subscriber.context))
+        if let browser = subscriber.webPushParts {
+            // A browser's subscription, as the API shows it.
+            json.raw("{\"endpoint\":")
+            json.string(String(browser.endpoint))
+            json.raw(",\"keys\":{\"p256dh\":")
+            json.string(String(browser.p256dh))
+            json.raw(",\"auth\":")
+            json.string(String(browser.auth))
+            json.raw("}}")
+        } else {
+            json.string(String(subscriber.context))
+        }
         if subscriber.kind == .webhook {
             json.raw(",\"destination\":")
             json.string(String(subscriber.destination))

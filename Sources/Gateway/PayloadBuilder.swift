@@ -6,7 +6,8 @@ import PushFormats
 /// Builds a notification's data payload in the subscriber's format: v1 (seed 000, byte-exact; the same bytes
 /// for every v1 subscriber of a node), or v2 (seed 001: per subscription, since it names the subscription id,
 /// and encrypted for the device's own key when the subscription gave one, else with the app's active key when it
-/// has one). Nil when even the smallest form is over 4093 bytes, or encryption failed; both are counted and logged.
+/// has one). Nil when even the smallest form is over the kind's limit (4093 bytes, 3993 for Web Push), or encryption
+/// failed; both are counted and logged.
 struct PayloadBuilder: Sendable {
     let metrics: GatewayMetrics
     let logger: Logger
@@ -21,8 +22,8 @@ struct PayloadBuilder: Sendable {
         }
         switch format {
         case .v1:
-            guard let payload = V1Payload.build(app: app, path: path, content: content) else {
-                tooLarge(app, path)
+            guard let payload = V1Payload.build(app: app, path: path, content: content, maximumSize: subscriber.kind.maximumPayloadSize) else {
+                tooLarge(app, path, subscriber.kind)
                 return nil
             }
             return payload.jsonBytes()
@@ -33,9 +34,10 @@ struct PayloadBuilder: Sendable {
                 let key = try encryption.map { (device) throws(EncryptionKeyError) in try DeviceKey.jweKey(device) }
                     ?? profile.encryption?.active
                 guard
-                    let payload = try V2Payload.build(app: app, path: path, subscriptionID: id, content: content, key: key)
+                    let payload = try V2Payload.build(
+                        app: app, path: path, subscriptionID: id, content: content, key: key, maximumSize: subscriber.kind.maximumPayloadSize)
                 else {
-                    tooLarge(app, path)
+                    tooLarge(app, path, subscriber.kind)
                     return nil
                 }
                 return payload.jsonBytes()
@@ -68,8 +70,10 @@ struct PayloadBuilder: Sendable {
         return nil
     }
 
-    private func tooLarge(_ app: String, _ path: DataPath) {
+    private func tooLarge(_ app: String, _ path: DataPath, _ kind: SubscriberKind) {
         metrics.notificationFailed(provider: "none", reason: "payload_too_large")
-        logger.error("payload over 4093 bytes even without data: not sent", metadata: [LoggingKeys.app: "\(app)", LoggingKeys.sp: "\(path)"])
+        logger.error(
+            "payload over \(kind.maximumPayloadSize) bytes even without data: not sent",
+            metadata: [LoggingKeys.app: "\(app)", LoggingKeys.sp: "\(path)"])
     }
 }

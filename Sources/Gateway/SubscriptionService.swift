@@ -5,6 +5,7 @@ import GatewayAPI
 import GatewayLogging
 import Logging
 import PushCore
+import PushFormats
 import Rules
 
 /// The REST API's operations (v1 and v2), answered by the replica that owns the app's partition (other
@@ -392,6 +393,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
     private func subscriber(
         kind: SubscriberKind, destination: String?, context: String, format: NotificationFormat, uid: String, profile: AppProfile
     ) throws(APIError) -> SubscriberKey {
+        if kind == .webpush { return try webPushSubscriber(context: context, uid: uid, profile: profile) }
         guard kind == .webhook else { return SubscriberKey(kind: kind, token: context, uid: uid) }
         guard let destination else { throw .badRequest("'destination' (the https:// URL to POST to) is required for a webhook") }
         guard format == .v2 else { throw webhookFormat }
@@ -411,6 +413,24 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         return .webhook(destination: destination, context: context, uid: uid)
     }
 
+    /// The subscriber of a v2 `webpush` create: `context` is the browser's subscription as the API read it
+    /// (``PushFormats/BrowserSubscription``); 400 when the app has no `webPush` settings, or when the endpoint's
+    /// host is a refused address literal or `localhost` and the app does not allow private endpoints (every address
+    /// it resolves to is checked again at each delivery).
+    private func webPushSubscriber(context: String, uid: String, profile: AppProfile) throws(APIError) -> SubscriberKey {
+        guard profile.sender(for: .webpush) != nil, let settings = profile.settings.webPush else {
+            throw .badRequest("application '\(profile.name.prefix(128))' has no webPush settings: webpush subscriptions are not enabled")
+        }
+        guard let browser = BrowserSubscription(token: context), let url = try? WebhookURL(browser.endpoint) else {
+            throw .badRequest("'context' must be the browser's subscription: {\"endpoint\":…,\"keys\":{\"p256dh\":…,\"auth\":…}}")
+        }
+        if !settings.allowPrivateEndpoints, let refusal = url.refusal {
+            metrics.webhookDestinationRefused()
+            throw .badRequest("'context.endpoint' is \(refusal): refused (the app's settings do not allow private endpoints)")
+        }
+        return SubscriberKey(kind: .webpush, token: context, uid: uid)
+    }
+
     /// Under the partition's lock: checks access and quotas, computes the expiry (the requested one, capped by
     /// the app's lifetime), returns the record to write and what to answer.
     private func store(
@@ -427,6 +447,9 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         if encryption != nil, format != .v2 { throw .badRequest("'encryption' needs format v2 (v1 payloads are never encrypted)") }
         if encryption != nil, subscriber.kind == .webhook {
             throw .badRequest("'encryption' is for device subscriptions: a webhook receives the v2 event as JSON over HTTPS")
+        }
+        if encryption != nil, subscriber.kind == .webpush {
+            throw .badRequest("'encryption' is not for webpush: every Web Push message is encrypted for the browser's own keys (RFC 8291)")
         }
         try checkAccess(app: app, profile: profile, path: path, mode: mode, token: token)
         let latest = now.addingSaturating(profile.settings.subscriptionTTLSeconds)

@@ -1,4 +1,5 @@
 import PushCore
+import PushFormats
 
 /// A v1 subscribe request (`PUT /base/{app}/.wakeup/{path}?id=&mode=&token=`).
 public struct V1SubscribeRequest: Sendable, Equatable {
@@ -118,11 +119,18 @@ public struct V2SubscriptionDocument: Sendable, Equatable {
         self.filters = filters
     }
 
+    /// The `context` as the API shows it: the push token or a webhook's text, or a browser's subscription as the
+    /// object it was given as (``PushFormats/BrowserSubscription``).
+    private var contextJSON: JSONValue {
+        guard kind == .webpush, let subscription = BrowserSubscription(token: context) else { return .string(context) }
+        return subscription.json
+    }
+
     /// `filters` only when the subscription has some.
     public var json: JSONValue {
         var members: [ExactString: JSONValue] = [
             "id": .string(id), "uid": .string(uid), "kind": .string(kind.rawValue), "mode": .string(mode.rawValue),
-            "path": .string(path.description), "context": .string(context),
+            "path": .string(path.description), "context": contextJSON,
             "expirationTimestampSeconds": .number(String(expirationTimestampSeconds)), "format": .string(format.rawValue),
         ]
         if let filters { members["filters"] = filters.json }

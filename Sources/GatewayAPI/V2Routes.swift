@@ -113,12 +113,18 @@ enum V2Routes {
 
     static func fullRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2SubscriptionRequest {
         let partial = try partialRequest(body)
-        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile, huawei or webhook") }
+        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile, huawei, webhook or webpush") }
         guard let path = partial.path else { throw .badRequest("'path' is required") }
         let webhook = kind == .webhook
-        guard let context = partial.context ?? (webhook ? "" : nil) else { throw .badRequest("'context' (the device's push token) is required") }
+        guard let context = partial.context ?? (webhook ? "" : nil) else {
+            throw .badRequest(
+                kind == .webpush
+                    ? "'context' (the browser's subscription: {\"endpoint\":…,\"keys\":{\"p256dh\":…,\"auth\":…}}) is required"
+                    : "'context' (the device's push token) is required")
+        }
         if webhook && partial.destination == nil { throw .badRequest("'destination' (the https:// URL to POST to) is required for a webhook") }
         if webhook, case .set? = partial.encryption { throw encryptionNotForWebhooks }
+        if kind == .webpush, case .set? = partial.encryption { throw encryptionNotForWebPush }
         let format = partial.format ?? .v2
         var encryption: DeviceEncryption? = nil
         if case .set(let key)? = partial.encryption {
@@ -135,6 +141,10 @@ enum V2Routes {
     /// 400 for a device key on a webhook subscription: its deliveries are the v2 event as JSON over HTTPS.
     static let encryptionNotForWebhooks = APIError.badRequest(
         "'encryption' is for device subscriptions: a webhook receives the v2 event as JSON over HTTPS")
+
+    /// 400 for a device key on a Web Push subscription: every message is already encrypted for the browser's keys.
+    static let encryptionNotForWebPush = APIError.badRequest(
+        "'encryption' is not for webpush: every Web Push message is encrypted for the browser's own keys (RFC 8291)")
 
     /// 400 for a device key on a v1 subscription: v1 payloads are never encrypted.
     static let encryptionNeedsV2 = APIError.badRequest("'encryption' needs format v2 (v1 payloads are never encrypted)")
@@ -159,7 +169,7 @@ enum V2Routes {
         }
         if let kind = try string("kind") {
             guard let parsed = SubscriberKind(rawValue: kind) else {
-                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile, huawei or webhook")
+                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile, huawei, webhook or webpush")
             }
             request.kind = parsed
         }
@@ -177,7 +187,13 @@ enum V2Routes {
                 throw .badRequest(error.description)
             }
         }
-        if request.kind != .webhook, request.destination == nil, let context = try string("context") {
+        if let value = body["context"], value != .null, request.kind == .webpush || (request.kind == nil && value.objectValue != nil) {
+            do {
+                request.context = try BrowserSubscription.parse(value).token
+            } catch {
+                throw .badRequest(error.message)
+            }
+        } else if request.kind != .webhook, request.destination == nil, let context = try string("context") {
             guard !context.isEmpty else { throw .badRequest("'context' (the device's push token) must not be empty") }
             try validateDeviceID(context)
             request.context = context

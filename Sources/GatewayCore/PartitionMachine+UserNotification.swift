@@ -16,17 +16,17 @@ extension PartitionMachine {
         guard contents.role == .owner, let app = contents.existingApp(notification.app) else { return (0, []) }
         let content = NotificationContent.user(notification.message)
         var queued: [PendingNotification] = []
-        var v1Bytes: [UInt8]?
+        var v1Bytes = V1PayloadCache()
         for device in app.index.devices(ofUser: notification.uid) where device.settings.expiresAt > now {
             var pending = PendingNotification(
                 app: app.name, path: device.path, subscriber: device.subscriber, format: device.settings.format,
                 encryption: device.settings.encryption, content: content,
                 scope: app.name, origin: notification.message.eventID, firstFailureAt: Double(now))
             if device.settings.format == .v1 {
-                // The same bytes for every v1 device: no path, no subscription id in them.
-                if v1Bytes == nil { v1Bytes = v1Payload(device.path, device.subscriber, content) }
-                guard let v1Bytes else { continue }
-                pending.payload = v1Bytes
+                // The same bytes for every v1 device of one size limit: no path, no subscription id in them.
+                guard let bytes = v1Bytes.bytes(for: device.subscriber, build: { v1Payload(device.path, device.subscriber, content) })
+                else { continue }
+                pending.payload = bytes
             }
             pending.holds = [ticket]
             pending.eventTime = eventTime

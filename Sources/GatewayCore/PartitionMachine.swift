@@ -652,7 +652,8 @@ public struct PartitionMachine {
     /// expiry's revocation point is exact: matching skips them from here on), updates the shadows, revokes what
     /// the event makes invalid (`too_big` beyond `shadowLimit`, `namespace_does_not_exist`), queues every
     /// notification in this order, and checkpoints the changed shadows. Each notification and each state write
-    /// holds `ticket` until it is settled. `v1Payload` builds a v1 payload once per node (nil: too large, dropped).
+    /// holds `ticket` until it is settled. `v1Payload` builds a v1 payload once per node and size limit
+    /// (``V1PayloadCache``; nil: too large, dropped).
     public mutating func match(
         _ event: ChangeEvent, offset: Int64, shadowLimit: Int, now: Int64, eventTime: Double?, ticket: UInt64, uptime: UInt64,
         v1Payload: (DataPath, SubscriberKey, NotificationContent) -> [UInt8]?
@@ -713,13 +714,12 @@ public struct PartitionMachine {
         }
         var queued: [PendingNotification] = []
         for notification in matched {
-            var v1Bytes: [UInt8]?
+            var v1Bytes = V1PayloadCache()
             for recipient in notification.recipients {
                 var bytes: [UInt8]?
                 if recipient.format == .v1 {
-                    if v1Bytes == nil { v1Bytes = v1Payload(notification.path, recipient.subscriber, notification.content) }
-                    guard let v1Bytes else { continue }
-                    bytes = v1Bytes
+                    bytes = v1Bytes.bytes(for: recipient.subscriber) { v1Payload(notification.path, recipient.subscriber, notification.content) }
+                    guard bytes != nil else { continue }
                 }
                 var pending = PendingNotification(
                     app: app.name, path: notification.path, subscriber: recipient.subscriber, format: recipient.format,

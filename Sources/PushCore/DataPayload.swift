@@ -15,6 +15,10 @@ public struct DataPayload: Sendable, Equatable {
     /// Seed 000: from this size on, data is dropped (`TooBig`) or reduced to keys (`OnlyKeys`).
     public static let degradeThreshold = 4064
 
+    /// Where the size rules degrade a payload whose limit is `maximumSize` (a Web Push message's is smaller): the
+    /// seed's margin of 29 bytes below it.
+    public static func degradeThreshold(forMaximum maximumSize: Int) -> Int { maximumSize - (Self.maximumSize - degradeThreshold) }
+
     public var fields: [Field]
 
     public init(_ fields: [Field]) { self.fields = fields }
@@ -53,8 +57,12 @@ public struct DataPayload: Sendable, Equatable {
 /// The v1 data payloads of seed 000, byte-exact, in the seed's key order, with its size rules.
 public enum V1Payload {
     /// Builds the data payload for `content`. Returns nil only when even the smallest form of the payload is
-    /// longer than 4093 bytes (an app id and path whose escaped form alone exceeds the limit).
-    public static func build(app: String, path: DataPath, content: NotificationContent) -> DataPayload? {
+    /// longer than `maximumSize` (seed 000: 4093 bytes; an app id and path whose escaped form alone exceeds the
+    /// limit); data is degraded from 29 bytes below it on (``DataPayload/degradeThreshold(forMaximum:)``).
+    public static func build(
+        app: String, path: DataPath, content: NotificationContent, maximumSize: Int = DataPayload.maximumSize
+    ) -> DataPayload? {
+        let threshold = DataPayload.degradeThreshold(forMaximum: maximumSize)
         let sp = path.description
         let payload: DataPayload
         switch content {
@@ -63,38 +71,38 @@ public enum V1Payload {
         case .revoke(let reason):
             payload = DataPayload([.init("t", "revoke"), .init("r", reason.rawValue), .init("app", app), .init("sp", sp)])
         case .value(let value):
-            payload = valuePayload(app: app, sp: sp, value: value)
+            payload = valuePayload(app: app, sp: sp, value: value, threshold: threshold)
         case .childEvent(let changes, let keysOnly):
-            payload = childEventPayload(app: app, sp: sp, changes: changes, keysOnly: keysOnly)
+            payload = childEventPayload(app: app, sp: sp, changes: changes, keysOnly: keysOnly, threshold: threshold)
         case .user(let message):
-            payload = userPayload(app: app, message: message)
+            payload = userPayload(app: app, message: message, threshold: threshold)
         }
-        return payload.serializedSize <= DataPayload.maximumSize ? payload : nil
+        return payload.serializedSize <= maximumSize ? payload : nil
     }
 
-    static func valuePayload(app: String, sp: String, value: JSONValue?) -> DataPayload {
+    static func valuePayload(app: String, sp: String, value: JSONValue?, threshold: Int) -> DataPayload {
         guard let value else {
             return DataPayload([.init("s", "NotLoaded"), .init("t", "value"), .init("app", app), .init("sp", sp)])
         }
         let full = DataPayload([
             .init("s", "OK"), .init("t", "value"), .init("app", app), .init("sp", sp), .init("d", JSONWriter.string(value)),
         ])
-        if full.serializedSize < DataPayload.degradeThreshold { return full }
+        if full.serializedSize < threshold { return full }
         return DataPayload([.init("s", "TooBig"), .init("t", "value"), .init("app", app), .init("sp", sp)])
     }
 
     /// A user notification: no subscription path (it is sent once per device, not per subscription); the event id
     /// `id` lets the app drop a repeat; `d` is the JSON text of the data, left out (`TooBig`) from 4064 bytes on.
-    static func userPayload(app: String, message: UserMessage) -> DataPayload {
+    static func userPayload(app: String, message: UserMessage, threshold: Int) -> DataPayload {
         let full = DataPayload([
             .init("s", "OK"), .init("t", "user"), .init("app", app), .init("id", message.eventID),
             .init("d", JSONWriter.string(message.data)),
         ])
-        if full.serializedSize < DataPayload.degradeThreshold { return full }
+        if full.serializedSize < threshold { return full }
         return DataPayload([.init("s", "TooBig"), .init("t", "user"), .init("app", app), .init("id", message.eventID)])
     }
 
-    static func childEventPayload(app: String, sp: String, changes: ChildChanges, keysOnly: Bool) -> DataPayload {
+    static func childEventPayload(app: String, sp: String, changes: ChildChanges, keysOnly: Bool, threshold: Int) -> DataPayload {
         func payload(_ status: String, _ changes: ChildChanges) -> DataPayload {
             DataPayload([
                 .init("s", status), .init("t", "childEvent"), .init("app", app), .init("sp", sp),
@@ -105,10 +113,10 @@ public enum V1Payload {
         }
         if !keysOnly {
             let full = payload("OK", changes)
-            if full.serializedSize < DataPayload.degradeThreshold { return full }
+            if full.serializedSize < threshold { return full }
         }
         let keys = payload("OnlyKeys", changes.keysOnly)
-        if keys.serializedSize < DataPayload.degradeThreshold { return keys }
+        if keys.serializedSize < threshold { return keys }
         return payload("TooBig", ChildChanges())
     }
 }

@@ -6,25 +6,26 @@
 /// another kind (the same bytes registered with two providers) is counted under its full key in a second table.
 /// A device is in exactly one of the two tables.
 struct DeviceCounts {
-    /// A count and the kind it is of: the kind in the 2 low bits, the count in the 30 high bits (a device cannot
-    /// hold 2^30 subscriptions: they would take hundreds of GB).
+    /// A count and the kind it is of: the kind in the 3 low bits, the count in the 29 high bits (a device cannot
+    /// hold 2^29 subscriptions: they would take over a hundred GB).
     struct KindCount {
         private var packed: UInt32
 
-        init(kind: SubscriberKind, count: Int32) { packed = UInt32(count) << 2 | Self.code(kind) }
+        init(kind: SubscriberKind, count: Int32) { packed = UInt32(count) << 3 | Self.code(kind) }
 
         var count: Int32 {
-            get { Int32(packed >> 2) }
-            set { packed = UInt32(newValue) << 2 | (packed & 3) }
+            get { Int32(packed >> 3) }
+            set { packed = UInt32(newValue) << 3 | (packed & 7) }
         }
 
-        func isOf(_ kind: SubscriberKind) -> Bool { packed & 3 == Self.code(kind) }
+        func isOf(_ kind: SubscriberKind) -> Bool { packed & 7 == Self.code(kind) }
 
         private static func code(_ kind: SubscriberKind) -> UInt32 {
             switch kind {
             case .mobile: return 0
             case .huawei: return 1
             case .webhook: return 2
+            case .webpush: return 3
             }
         }
     }

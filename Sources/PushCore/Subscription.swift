@@ -16,6 +16,14 @@ public enum SubscriberKind: String, Sendable, CaseIterable {
     case huawei
     /// An HTTPS endpoint of the app's backend: Standard Webhooks-signed POSTs (``SubscriberKey/webhook(destination:context:uid:)``).
     case webhook
+    /// A browser's Web Push subscription (RFC 8030): the push service's endpoint and the browser's keys
+    /// (``SubscriberKey/webPush(endpoint:p256dh:auth:uid:)``).
+    case webpush
+
+    /// The largest data document a notification to this kind carries: 4093 bytes (seed 000) for every kind but Web
+    /// Push, whose encrypted record of at most 4096 bytes holds 3993 bytes of it (RFC 8291: 4096 less the 86-byte
+    /// header, the 16-byte tag and the delimiter). Webhooks send their own body (the app's `webhook.maxBodyBytes`).
+    public var maximumPayloadSize: Int { self == .webpush ? 3993 : DataPayload.maximumSize }
 }
 
 /// The data-payload format a subscriber receives.
@@ -51,6 +59,31 @@ public struct SubscriberKey: Sendable, Hashable {
     /// line feed (a destination never holds one), so the 6-tuple needs no field more per subscription.
     public static func webhook(destination: String, context: String, uid: String?) -> SubscriberKey {
         SubscriberKey(kind: .webhook, token: destination + "\n" + context, uid: uid)
+    }
+
+    /// A `webpush` subscriber: `token` holds the endpoint URL, the browser's `p256dh` key and its `auth` secret (both
+    /// base64url, as the browser gave them), separated by line feeds (none of them holds one). The three are the
+    /// subscription's `context`: one browser subscription, one device.
+    public static func webPush(endpoint: String, p256dh: String, auth: String, uid: String?) -> SubscriberKey {
+        SubscriberKey(kind: .webpush, token: webPushToken(endpoint: endpoint, p256dh: p256dh, auth: auth), uid: uid)
+    }
+
+    /// The stored form of a browser's subscription (``webPush(endpoint:p256dh:auth:uid:)``).
+    public static func webPushToken(endpoint: String, p256dh: String, auth: String) -> String {
+        endpoint + "\n" + p256dh + "\n" + auth
+    }
+
+    /// A `webpush` subscriber's endpoint and keys; nil for the other kinds.
+    public var webPushParts: (endpoint: Substring, p256dh: Substring, auth: Substring)? {
+        guard kind == .webpush else { return nil }
+        return Self.webPushParts(of: token)
+    }
+
+    /// The endpoint and keys of a stored browser subscription (``webPushToken(endpoint:p256dh:auth:)``).
+    public static func webPushParts(of token: String) -> (endpoint: Substring, p256dh: Substring, auth: Substring)? {
+        let parts = token.split(separator: "\n", maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3 else { return nil }
+        return (parts[0], parts[1], parts[2])
     }
 
     /// The v2 `destination`: the webhook URL; empty for the other kinds.

@@ -18,11 +18,13 @@ public enum V2Payload {
     public static let version = "v2"
 
     /// Builds the data payload for `content`, encrypted for `key` when there is one. Returns nil only when even
-    /// the smallest form is longer than 4093 bytes (an app id, path or subscription id far too long).
-    /// Throws only when encryption fails (no randomness, an OpenSSL failure).
+    /// the smallest form is longer than `maximumSize` (4093 bytes but for Web Push: an app id, path or subscription
+    /// id far too long). Throws only when encryption fails (no randomness, an OpenSSL failure).
     public static func build(
-        app: String, path: DataPath, subscriptionID: String, content: NotificationContent, key: JWEKey?
+        app: String, path: DataPath, subscriptionID: String, content: NotificationContent, key: JWEKey?,
+        maximumSize: Int = DataPayload.maximumSize
     ) throws -> DataPayload? {
+        let threshold = DataPayload.degradeThreshold(forMaximum: maximumSize)
         let overhead = envelopeSize(kid: key?.headerKid)
         var chosen: [UInt8]? = nil
         var chosenSize = 0
@@ -31,9 +33,9 @@ public enum V2Payload {
                 app: app, path: path, subscriptionID: subscriptionID, content: content, degrade: degrade)
             chosen = event
             chosenSize = overhead + compactLength(eventLength: event.count, key: key)
-            if chosenSize < DataPayload.degradeThreshold { break }
+            if chosenSize < threshold { break }
         }
-        guard let event = chosen, chosenSize <= DataPayload.maximumSize else { return nil }
+        guard let event = chosen, chosenSize <= maximumSize else { return nil }
 
         let evt: String
         if let key {

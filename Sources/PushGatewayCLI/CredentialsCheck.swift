@@ -3,6 +3,8 @@ import Foundation
 import Gateway
 import Logging
 import Providers
+import SSLCrypto
+import WebPush
 import Yams
 
 /// `push-gateway check-credentials APP`: checks an app's settings and provider credentials before real traffic.
@@ -14,6 +16,9 @@ import Yams
 ///    to nobody.
 /// 3. HMS (when the app has HMS credentials): the same with a token from Huawei's OAuth endpoint and a
 ///    `validate_only: true` test message.
+/// 4. Web Push (when the app has `webPush` settings): the VAPID key is read, signs a token, and the token's
+///    signature verifies with the key's public half, which is printed (the pages' `applicationServerKey`). No push
+///    service is called: each browser's endpoint is its own.
 ///
 /// Without a device token the dry runs use ``placeholderToken``: the provider then refuses the device token,
 /// which proves that it accepted our credentials and request. Nothing is sent to any device either way.
@@ -21,7 +26,7 @@ struct CredentialsCheck: Sendable {
     /// One line of the report.
     struct Finding: Sendable, Equatable, CustomStringConvertible {
         enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
-        /// `settings`, `fcm` or `hms`.
+        /// `settings`, `fcm`, `hms` or `webpush`.
         let subject: String
         let status: Status
         let message: String
@@ -62,6 +67,9 @@ struct CredentialsCheck: Sendable {
             }
             if let hms = settings.hms {
                 findings += await checkHMS(hms, token: hmsToken, http: http)
+            }
+            if let webPush = settings.webPush {
+                findings.append(Self.checkWebPush(webPush))
             }
             if settings.fcmServiceAccountFile.isEmpty && settings.hms == nil {
                 findings.append(
@@ -185,6 +193,32 @@ struct CredentialsCheck: Sendable {
         case 404: return " (no Firebase project \(project)?)"
         default: return ""
         }
+    }
+
+    // MARK: Web Push
+
+    static func checkWebPush(_ settings: WebPushSettings) -> Finding {
+        let signer: VAPIDSigner
+        do {
+            signer = try settings.signer()
+        } catch {
+            return Finding(subject: "webpush", status: .failed, message: error.description)
+        }
+        let parts: [Substring]
+        do {
+            parts = try signer.token(audience: "https://push.example.invalid", expiresAt: Int64(Date().timeIntervalSince1970) + 3600)
+                .split(separator: ".", omittingEmptySubsequences: false)
+        } catch {
+            return Finding(subject: "webpush", status: .failed, message: "the VAPID key cannot sign: \(error)")
+        }
+        guard parts.count == 3, let signature = Base64URL.decode(String(parts[2])),
+            signer.key.publicKey.verifyES256(signature: signature, message: Array("\(parts[0]).\(parts[1])".utf8))
+        else {
+            return Finding(subject: "webpush", status: .failed, message: "a VAPID token signed with the key does not verify with its public half")
+        }
+        return Finding(
+            subject: "webpush", status: .ok,
+            message: "the VAPID key signs ES256 tokens that verify; applicationServerKey \(signer.publicKey), subject \(signer.subject)")
     }
 
     // MARK: HMS

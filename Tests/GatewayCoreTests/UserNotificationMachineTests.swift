@@ -71,6 +71,31 @@ final class UserNotificationMachineTests: XCTestCase {
         XCTAssertEqual(queued.map(\.path.description), ["/b"], "in the line of the subscription that carries the key")
     }
 
+    func testAv1PayloadIsBuiltOncePerSizeLimit() throws {
+        var rig = Rig.owner()
+        let index = rig.machine.contents.app(Rig.app).index
+        let browser = SubscriberKey.webPush(endpoint: "https://push.example.net/x", p256dh: "k", auth: "a", uid: "alice")
+        for (path, subscriber) in [("/a", SubscriberKey(token: "phone", uid: "alice")), ("/a", browser), ("/b", SubscriberKey(token: "tablet", uid: "alice"))] {
+            index.subscribe(
+                path: try DataPath(path), subscriber: subscriber,
+                settings: SubscriptionSettings(mode: .noData, format: .v1, expiresAt: 10_000, authUID: "alice"))
+        }
+        var builds: [SubscriberKind] = []
+        let (count, actions) = rig.machine.notifyUser(
+            UserNotification(app: Rig.app, uid: "alice", message: UserMessage(data: .object([:]), eventID: "e1")), now: 1_000,
+            eventTime: nil, ticket: 7
+        ) { _, subscriber, _ in
+            builds.append(subscriber.kind)
+            return Array(subscriber.kind.rawValue.utf8)
+        }
+        XCTAssertEqual(count, 3)
+        XCTAssertEqual(builds.sorted { $0.rawValue < $1.rawValue }, [.mobile, .webpush], "FCM's limit once, Web Push's once")
+        guard case .deliver(let queued)? = actions.last else { return XCTFail("\(actions)") }
+        for notification in queued {
+            XCTAssertEqual(notification.payload, Array(notification.subscriber.kind.rawValue.utf8))
+        }
+    }
+
     func testANotOwnerSendsNothing() {
         var machine = PartitionMachine(role: .loading)
         let result = machine.notifyUser(

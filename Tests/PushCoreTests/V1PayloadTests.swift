@@ -111,6 +111,25 @@ final class V1PayloadTests: XCTestCase {
         XCTAssertNil(V1Payload.build(app: String(repeating: "a", count: 4094 - base), path: path, content: .noData))
     }
 
+    func testWebPushsSmallerLimitMovesTheThresholdAndTheCeilingAlike() throws {
+        XCTAssertEqual(SubscriberKind.webpush.maximumPayloadSize, 3993)
+        XCTAssertEqual(SubscriberKind.mobile.maximumPayloadSize, 4093)
+        XCTAssertEqual(DataPayload.degradeThreshold(forMaximum: 3993), 3964)
+        let path = try DataPath("/p")
+        func payload(_ length: Int, _ maximum: Int) -> DataPayload? {
+            V1Payload.build(
+                app: "a", path: path, content: .childEvent(ChildChanges(added: ["k": .string(String(repeating: "v", count: length))]), keysOnly: false),
+                maximumSize: maximum)
+        }
+        let base = try XCTUnwrap(payload(0, 3993)).serializedSize
+        XCTAssertEqual(payload(3963 - base, 3993)?["s"], "OK")
+        XCTAssertEqual(payload(3964 - base, 3993)?["s"], "OnlyKeys")
+        XCTAssertEqual(payload(3964 - base, 4093)?["s"], "OK")
+        let noDataBase = try XCTUnwrap(V1Payload.build(app: "", path: path, content: .noData)).serializedSize
+        XCTAssertNotNil(V1Payload.build(app: String(repeating: "a", count: 3993 - noDataBase), path: path, content: .noData, maximumSize: 3993))
+        XCTAssertNil(V1Payload.build(app: String(repeating: "a", count: 3994 - noDataBase), path: path, content: .noData, maximumSize: 3993))
+    }
+
     func testSerializedSizeMatchesBytesWithEscapes() {
         let payload = DataPayload([.init("k\"", "a\u{01}\n\\é😀")])
         XCTAssertEqual(payload.serializedSize, payload.jsonBytes().count)

@@ -1,5 +1,5 @@
 /// Why a provider refused a notification, and what to do about it (SPEC §8).
-public struct DeliveryFailure: Sendable, Equatable {
+public struct DeliveryFailure: Error, Sendable, Equatable {
     /// A low-cardinality label (a provider error code, `transport`, ...).
     public var reason: String
     public var classification: ProviderClassification

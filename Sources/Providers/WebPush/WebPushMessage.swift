@@ -54,6 +54,17 @@ public enum WebPushMessage {
         guard let audience = VAPIDSigner.audience(ofEndpoint: subscription.endpoint) else {
             throw WebPushError("the endpoint must be an absolute https URL")
         }
+        return try request(
+            payload, to: subscription, authorization: try vapid.authorization(audience: audience, expiresAt: expiresAt), ttl: ttl,
+            urgency: urgency, topic: topic, timeout: timeout)
+    }
+
+    /// The same with the `Authorization` header's value already made (``VAPIDSigner/authorization(audience:expiresAt:)``
+    /// for the endpoint's origin; a sender reuses one for many messages).
+    public static func request(
+        _ payload: [UInt8], to subscription: WebPushSubscription, authorization: String,
+        ttl: Int, urgency: WebPushUrgency = .normal, topic: String? = nil, timeout: Duration = .seconds(10)
+    ) throws -> HTTPRequest {
         if let topic, !isValidTopic(topic) {
             throw WebPushError("a topic is at most 32 characters of the base64url alphabet")
         }
@@ -63,12 +74,19 @@ public enum WebPushMessage {
             ("content-encoding", "aes128gcm"),
             ("ttl", String(max(0, ttl))),
             ("urgency", urgency.rawValue),
-            ("authorization", try vapid.authorization(audience: audience, expiresAt: expiresAt)),
+            ("authorization", authorization),
         ]
         if let topic { headers.append(("topic", topic)) }
         var request = HTTPRequest(method: .post, url: subscription.endpoint, headers: headers, body: body, timeout: timeout)
         request.responseHeaderNames = ["retry-after"]
         return request
+    }
+
+    /// The `Topic` of a message with `collapseKey` (a user notification's): the key itself when it is a valid topic,
+    /// else 32 base64url characters of its SHA-256 (the same key always gives the same topic).
+    public static func topic(forCollapseKey collapseKey: String) -> String {
+        if isValidTopic(collapseKey) { return collapseKey }
+        return Base64URL.encode(Array(SHA256.hash(Array(collapseKey.utf8)).prefix(24)))
     }
 
     /// RFC 8030 §5.4: a topic is at most 32 characters from the URL and filename safe base64 alphabet.

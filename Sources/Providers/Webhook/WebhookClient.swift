@@ -45,15 +45,13 @@ public struct WebhookClient: Sendable {
         guard let url = try? WebhookURL(destination) else {
             return .failed(DeliveryFailure(reason: "invalid_destination", classification: .rejected))
         }
-        let addresses = await resolver.resolve(url.host)
-        guard let first = addresses.first else {
-            return .failed(DeliveryFailure(reason: "unresolved", classification: .retryable))
-        }
-        if !settings.allowPrivateDestinations, addresses.contains(where: { $0.refusal != nil }) {
-            return .failed(DeliveryFailure(reason: "address_refused", classification: .rejected))
+        let address: IPAddress
+        switch await OutsideEndpoint.address(of: url, resolver: resolver, allowPrivate: settings.allowPrivateDestinations) {
+        case .success(let checked): address = checked
+        case .failure(let failure): return .failed(failure)
         }
         let timestamp = Int64(clock())
-        var request = HTTPRequest(
+        let request = HTTPRequest(
             method: .post, url: destination,
             headers: [
                 ("content-type", "application/json"),
@@ -63,16 +61,10 @@ public struct WebhookClient: Sendable {
                 ("webhook-signature", signer.signature(id: messageID, timestamp: timestamp, body: body)),
             ],
             body: body, timeout: settings.timeout)
-        request.connectAddress = first.description
-        request.caFile = settings.caFile
         let response: HTTPResponse
-        submission?.submitted()
-        do {
-            response = try await http.send(request)
-        } catch let error as HTTPClientError {
-            return .failed(DeliveryFailure(reason: error.isTimeout ? "timeout" : "transport", classification: .retryable))
-        } catch {
-            return .failed(DeliveryFailure(reason: "cancelled", classification: .retryable))
+        switch await OutsideEndpoint.send(request, to: address, caFile: settings.caFile, http: http, submission: submission) {
+        case .success(let answer): response = answer
+        case .failure(let failure): return .failed(failure)
         }
         return Self.classify(status: response.status, retryAfter: response.header("retry-after"), now: clock())
     }
