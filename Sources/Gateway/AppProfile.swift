@@ -106,11 +106,12 @@ public final class AppProfile: Sendable {
         profile?.admissionScope(for: key.subscriber.kind) ?? key.app
     }
 
-    /// The sender of `kind` when it is a provider's (FCM for `.mobile`, HMS for `.huawei`), not the console sink.
+    /// The sender of `kind` when it is a provider's (FCM for `.mobile`, HMS for `.huawei`, APNs for `.apns`), not the
+    /// console sink.
     private func providerSender(for kind: SubscriberKind) -> (any PushSender)? {
         guard let sender = senders[kind] else { return nil }
         switch kind {
-        case .mobile where sender.provider == "fcm", .huawei where sender.provider == "hms": return sender
+        case .mobile where sender.provider == "fcm", .huawei where sender.provider == "hms", .apns where sender.provider == "apns": return sender
         default: return nil
         }
     }

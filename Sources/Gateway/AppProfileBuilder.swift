@@ -17,6 +17,8 @@ public struct AppProfileBuilder: Sendable {
     let httpClient: HTTPClient?
     let fcm: FCMConfiguration
     let hms: HMSConfiguration
+    /// Where APNs is (``GatewayConfiguration/APNs``).
+    public var apns = APNsConfiguration()
     /// Requests in flight per provider project (a delivery queue admission: ``AppProfile/admissions(for:)``).
     let maxInFlightPerProject: Int
     /// ``GatewayConfiguration/allowInsecureEndpoints``: a service account's `http://` `token_uri` is refused without it.
@@ -142,6 +144,9 @@ public struct AppProfileBuilder: Sendable {
                         maxInFlightPerHost: webPush.maxInFlightPerHost)
                 } ?? consoleSink(name)
         }
+        if let apns = settings.apns {
+            senders[.apns] = try apnsSender(app: name, settings: apns, previous: previous)
+        }
         let eventHook = settings.eventHook.flatMap { hook in
             webhookClient.map { EventHookTarget(url: hook.url, maxQueuedEvents: hook.maxQueuedEvents, client: $0) }
         }
@@ -153,6 +158,26 @@ public struct AppProfileBuilder: Sendable {
             rulesFingerprint: rulesFingerprint, encryption: encryption, senders: senders,
             fcmAccountFingerprint: accountFingerprint, hmsFingerprint: hmsFingerprint, eventHook: eventHook,
             maxInFlightPerProject: maxInFlightPerProject)
+    }
+
+    /// The sender of the app's APNs subscriptions: `previous`'s when the credentials did not change (its provider
+    /// token is kept: Apple refuses a team's new token within 20 minutes of the last), else a new one; the console
+    /// sink without an HTTP client (tests).
+    func apnsSender(app: String, settings: APNsSettings, previous: AppProfile?) throws(ConfigurationError) -> any PushSender {
+        let key = try settings.key()
+        let fingerprint: String
+        do {
+            fingerprint = try settings.fingerprint(key: key)
+        } catch {
+            throw ConfigurationError("apns.keyFile \(settings.keyFile): \(error)")
+        }
+        if let kept = previous?.senders[.apns] as? APNsSender, kept.fingerprint == fingerprint { return kept }
+        guard let httpClient else { return consoleSink(app) }
+        let token = APNsProviderToken(teamID: settings.teamId, keyID: settings.keyId, key: key, clock: { WallClock.now() })
+        let client = APNsClient(
+            http: httpClient, providerToken: token, bundleID: settings.bundleId,
+            environment: APNsClient.Environment(rawValue: settings.environment) ?? .production, configuration: apns, logger: logger)
+        return APNsSender(client: client, fingerprint: fingerprint)
     }
 
     /// The app's webhook client (its `webhook:` settings, secrets checked), shared by its webhook subscriptions and

@@ -36,6 +36,8 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     public var webhook: WebhookSettings?
     /// `kind: "webpush"` subscriptions: the VAPID key and contact, private endpoints, TTL, urgency (``WebPushSettings``).
     public var webPush: WebPushSettings?
+    /// `kind: "apns"` subscriptions: the team, auth key and bundle id of APNs token authentication (``APNsSettings``).
+    public var apns: APNsSettings?
     /// Where the app's backend hears of ended subscriptions (``EventHookSettings``); signed with `webhook.secrets`.
     public var eventHook: EventHookSettings?
 
@@ -98,6 +100,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         try quotas.validate()
         try webhook?.validate()
         try webPush?.validate()
+        try apns?.validate()
         try eventHook?.validate(webhook: webhook)
         if let issuer, issuer.isEmpty { throw ConfigurationError("issuer must not be empty (omit it to accept any)") }
         if let audience, audience.isEmpty { throw ConfigurationError("audience must not be empty (omit it to accept any)") }
@@ -113,7 +116,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
     enum CodingKeys: String, CodingKey {
         case enabled, fcmServiceAccountFile, fcm, subscriptionTTLSeconds, shadowMaxBytes, hms, authKeys, issuer, audience
         case encryption, rules, quotas
-        case webhook, eventHook, webPush
+        case webhook, eventHook, webPush, apns
     }
 
     public init(from decoder: any Decoder) throws {
@@ -134,6 +137,7 @@ public struct AppSettings: Decodable, Sendable, Equatable {
         webhook = try c.decodeIfPresent(WebhookSettings.self, forKey: .webhook)
         eventHook = try c.decodeIfPresent(EventHookSettings.self, forKey: .eventHook)
         webPush = try c.decodeIfPresent(WebPushSettings.self, forKey: .webPush)
+        apns = try c.decodeIfPresent(APNsSettings.self, forKey: .apns)
     }
 }
 

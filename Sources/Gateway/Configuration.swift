@@ -177,6 +177,17 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         public var requestTimeoutMs = 10_000
     }
 
+    /// Apple's push service (`kind: "apns"` subscriptions; each app's team, key and bundle id are in its settings).
+    public struct APNs: Codable, Sendable, Equatable {
+        /// Where apps with `environment: production` send.
+        public var baseURL = "https://api.push.apple.com"
+        /// Where apps with `environment: development` send (builds signed for development).
+        public var developmentBaseURL = "https://api.sandbox.push.apple.com"
+        /// A PEM file of CA certificates to trust for APNs instead of the system store (tests with a fake).
+        public var caFile = ""
+        public var requestTimeoutMs = 10_000
+    }
+
     /// The delivery path (docs/DELIVERY.md).
     public struct Delivery: Codable, Sendable, Equatable {
         /// Delivery lanes: each has its own queue, lock and send loop; a subscription, and every notification of one
@@ -201,6 +212,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
     public var kafka = Kafka()
     public var fcm = FCM()
     public var hms = HMS()
+    public var apns = APNs()
     public var delivery = Delivery()
     public var subscriptions = Subscriptions()
     public var state = State()
@@ -296,6 +308,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         if let value = environment["PUSH_FCM_TOKEN_URL"] { fcm.tokenURL = value }
         if let value = environment["PUSH_HMS_BASE_URL"], !value.isEmpty { hms.baseURL = value }
         if let value = environment["PUSH_HMS_TOKEN_URL"], !value.isEmpty { hms.tokenURL = value }
+        if let value = environment["PUSH_APNS_BASE_URL"], !value.isEmpty { apns.baseURL = value }
+        if let value = environment["PUSH_APNS_DEVELOPMENT_BASE_URL"], !value.isEmpty { apns.developmentBaseURL = value }
         if let value = environment["PUSH_LOG_FORMAT"], !value.isEmpty { logging.format = value }
         if let value = environment["PUSH_LOG_LEVEL"], !value.isEmpty { logging.level = value }
         if let value = environment["PUSH_APP_SETTINGS_DIR"] { appSettings.directory = value }
@@ -316,6 +330,7 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
             throw ConfigurationError("fcm.maxStreamsPerConnection must be 1 to 1000")
         }
         guard fcm.maxInFlightPerProject > 0 else { throw ConfigurationError("fcm.maxInFlightPerProject must be positive") }
+        guard (1...600_000).contains(apns.requestTimeoutMs) else { throw ConfigurationError("apns.requestTimeoutMs must be 1 to 600000") }
         guard kafka.maxInFlightRecords > 0 else { throw ConfigurationError("kafka.maxInFlightRecords must be positive") }
         guard (0...kafka.maxInFlightRecords).contains(kafka.maxInFlightRecordsPerPartition) else {
             throw ConfigurationError("kafka.maxInFlightRecordsPerPartition must be 0 (derived) to kafka.maxInFlightRecords")
@@ -368,7 +383,7 @@ extension GatewayConfiguration {
     func validateEndpoints() throws(ConfigurationError) {
         let endpoints = [
             ("fcm.baseURL", fcm.baseURL), ("fcm.tokenURL", fcm.tokenURL), ("hms.baseURL", hms.baseURL),
-            ("hms.tokenURL", hms.tokenURL),
+            ("hms.tokenURL", hms.tokenURL), ("apns.baseURL", apns.baseURL), ("apns.developmentBaseURL", apns.developmentBaseURL),
         ]
         for (name, url) in endpoints where !url.isEmpty {
             try Self.checkEndpoint(url, name: name, allowInsecure: allowInsecureEndpoints)
@@ -396,7 +411,7 @@ extension GatewayConfiguration {
 // decodes field by field, keeping the default when a key is missing.
 extension GatewayConfiguration {
     enum CodingKeys: String, CodingKey {
-        case http, kafka, fcm, hms, delivery, subscriptions, state, shutdown, admin, cluster, logging, apps, appSettings, allowInsecureEndpoints
+        case http, kafka, fcm, hms, apns, delivery, subscriptions, state, shutdown, admin, cluster, logging, apps, appSettings, allowInsecureEndpoints
     }
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -404,6 +419,7 @@ extension GatewayConfiguration {
         kafka = try c.decodeIfPresent(Kafka.self, forKey: .kafka) ?? Kafka()
         fcm = try c.decodeIfPresent(FCM.self, forKey: .fcm) ?? FCM()
         hms = try c.decodeIfPresent(HMS.self, forKey: .hms) ?? HMS()
+        apns = try c.decodeIfPresent(APNs.self, forKey: .apns) ?? APNs()
         delivery = try c.decodeIfPresent(Delivery.self, forKey: .delivery) ?? Delivery()
         subscriptions = try c.decodeIfPresent(Subscriptions.self, forKey: .subscriptions) ?? Subscriptions()
         state = try c.decodeIfPresent(State.self, forKey: .state) ?? State()
@@ -531,6 +547,18 @@ extension GatewayConfiguration.FCM {
         maxConnections = try c.decodeIfPresent(Int.self, forKey: .maxConnections) ?? maxConnections
         maxStreamsPerConnection = try c.decodeIfPresent(Int.self, forKey: .maxStreamsPerConnection) ?? maxStreamsPerConnection
         maxInFlightPerProject = try c.decodeIfPresent(Int.self, forKey: .maxInFlightPerProject) ?? maxInFlightPerProject
+    }
+}
+
+extension GatewayConfiguration.APNs {
+    enum CodingKeys: String, CodingKey { case baseURL, developmentBaseURL, caFile, requestTimeoutMs }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init()
+        baseURL = try c.decodeIfPresent(String.self, forKey: .baseURL) ?? baseURL
+        developmentBaseURL = try c.decodeIfPresent(String.self, forKey: .developmentBaseURL) ?? developmentBaseURL
+        caFile = try c.decodeIfPresent(String.self, forKey: .caFile) ?? caFile
+        requestTimeoutMs = try c.decodeIfPresent(Int.self, forKey: .requestTimeoutMs) ?? requestTimeoutMs
     }
 }
 

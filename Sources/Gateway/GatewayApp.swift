@@ -95,6 +95,10 @@ public struct GatewayApp {
             allowInsecureEndpoints: configuration.allowInsecureEndpoints, consoleSink: consoleSink,
             logger: logger)
         profileBuilder.webhookHTTPClient = webhookClient
+        profileBuilder.apns = APNsConfiguration(
+            baseURL: configuration.apns.baseURL, developmentBaseURL: configuration.apns.developmentBaseURL,
+            caFile: configuration.apns.caFile.isEmpty ? nil : configuration.apns.caFile,
+            requestTimeout: .milliseconds(configuration.apns.requestTimeoutMs))
 
         var clientProperties = kafka.properties
         clientProperties["bootstrap.servers"] = kafka.brokers

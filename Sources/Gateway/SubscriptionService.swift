@@ -394,6 +394,9 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         kind: SubscriberKind, destination: String?, context: String, format: NotificationFormat, uid: String, profile: AppProfile
     ) throws(APIError) -> SubscriberKey {
         if kind == .webpush { return try webPushSubscriber(context: context, uid: uid, profile: profile) }
+        if kind == .apns, profile.settings.apns == nil {
+            throw .badRequest("application '\(profile.name.prefix(128))' has no apns settings: apns subscriptions are not enabled")
+        }
         guard kind == .webhook else { return SubscriberKey(kind: kind, token: context, uid: uid) }
         guard let destination else { throw .badRequest("'destination' (the https:// URL to POST to) is required for a webhook") }
         guard format == .v2 else { throw webhookFormat }

@@ -113,7 +113,7 @@ enum V2Routes {
 
     static func fullRequest(_ body: [ExactString: JSONValue]) throws(APIError) -> V2SubscriptionRequest {
         let partial = try partialRequest(body)
-        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile, huawei, webhook or webpush") }
+        guard let kind = partial.kind else { throw .badRequest("'kind' is required: mobile, huawei, apns, webhook or webpush") }
         guard let path = partial.path else { throw .badRequest("'path' is required") }
         let webhook = kind == .webhook
         guard let context = partial.context ?? (webhook ? "" : nil) else {
@@ -169,7 +169,7 @@ enum V2Routes {
         }
         if let kind = try string("kind") {
             guard let parsed = SubscriberKind(rawValue: kind) else {
-                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile, huawei, webhook or webpush")
+                throw .badRequest("unknown kind '\(kind.prefix(64))': use mobile, huawei, apns, webhook or webpush")
             }
             request.kind = parsed
         }
@@ -196,7 +196,7 @@ enum V2Routes {
         } else if request.kind != .webhook, request.destination == nil, let context = try string("context") {
             guard !context.isEmpty else { throw .badRequest("'context' (the device's push token) must not be empty") }
             try validateDeviceID(context)
-            request.context = context
+            request.context = request.kind == .apns ? try apnsDeviceToken(context) : context
         }
         if let format = try string("format") {
             guard let parsed = NotificationFormat(rawValue: format) else {
@@ -223,6 +223,21 @@ enum V2Routes {
 }
 
 extension V2Routes {
+    /// An APNs device token as the app got it from `registerForRemoteNotifications`, in hex: an even number of hex
+    /// digits, at most 200 (32 bytes today; Apple says the length may grow), stored in lowercase so that one device is
+    /// one subscription however its token was written.
+    static func apnsDeviceToken(_ context: String) throws(APIError) -> String {
+        let digits = context.utf8
+        let isHex = digits.allSatisfy { byte in
+            (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "f"))
+                || (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "F"))
+        }
+        guard isHex, digits.count % 2 == 0, digits.count <= 200 else {
+            throw .badRequest("an apns 'context' is the device token in hex: an even number of hex digits, at most 200")
+        }
+        return context.lowercased()
+    }
+
     /// The longest webhook `destination` (bytes) and `context` (bytes) accepted.
     static let maximumDestinationLength = 2048
     static let maximumWebhookContextLength = 1024

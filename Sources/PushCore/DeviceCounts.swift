@@ -26,6 +26,7 @@ struct DeviceCounts {
             case .huawei: return 1
             case .webhook: return 2
             case .webpush: return 3
+            case .apns: return 4
             }
         }
     }

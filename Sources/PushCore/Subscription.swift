@@ -19,11 +19,21 @@ public enum SubscriberKind: String, Sendable, CaseIterable {
     /// A browser's Web Push subscription (RFC 8030): the push service's endpoint and the browser's keys
     /// (``SubscriberKey/webPush(endpoint:p256dh:auth:uid:)``).
     case webpush
+    /// An Apple device reached through APNs directly (token-based authentication): the token is the device token in
+    /// lowercase hex.
+    case apns
 
-    /// The largest data document a notification to this kind carries: 4093 bytes (seed 000) for every kind but Web
-    /// Push, whose encrypted record of at most 4096 bytes holds 3993 bytes of it (RFC 8291: 4096 less the 86-byte
-    /// header, the 16-byte tag and the delimiter). Webhooks send their own body (the app's `webhook.maxBodyBytes`).
-    public var maximumPayloadSize: Int { self == .webpush ? 3993 : DataPayload.maximumSize }
+    /// The largest data document a notification to this kind carries: 4093 bytes (seed 000) for FCM and HMS; for Web
+    /// Push 3993, what an encrypted record of at most 4096 bytes holds (RFC 8291: 4096 less the 86-byte header, the
+    /// 16-byte tag and the delimiter); for APNs 4057, what its 4096-byte payload holds around
+    /// `{"aps":{"content-available":1},"data":…}`. Webhooks send their own body (the app's `webhook.maxBodyBytes`).
+    public var maximumPayloadSize: Int {
+        switch self {
+        case .webpush: return 3993
+        case .apns: return 4057
+        case .mobile, .huawei, .webhook: return DataPayload.maximumSize
+        }
+    }
 }
 
 /// The data-payload format a subscriber receives.

@@ -16,7 +16,10 @@ import Yams
 ///    to nobody.
 /// 3. HMS (when the app has HMS credentials): the same with a token from Huawei's OAuth endpoint and a
 ///    `validate_only: true` test message.
-/// 4. Web Push (when the app has `webPush` settings): the VAPID key is read, signs a token, and the token's
+/// 4. APNs (when the app has `apns` settings): a provider token is signed with the `.p8` key and a background push
+///    is sent to ``apnsPlaceholderToken``, a device token no device has. APNs checks the token and the topic before
+///    the device, so its `BadDeviceToken` says the credentials and the bundle id were accepted; nothing is delivered.
+/// 5. Web Push (when the app has `webPush` settings): the VAPID key is read, signs a token, and the token's
 ///    signature verifies with the key's public half, which is printed (the pages' `applicationServerKey`). No push
 ///    service is called: each browser's endpoint is its own.
 ///
@@ -26,7 +29,7 @@ struct CredentialsCheck: Sendable {
     /// One line of the report.
     struct Finding: Sendable, Equatable, CustomStringConvertible {
         enum Status: String, Sendable { case ok = "ok", failed = "FAILED" }
-        /// `settings`, `fcm`, `hms` or `webpush`.
+        /// `settings`, `fcm`, `hms`, `apns` or `webpush`.
         let subject: String
         let status: Status
         let message: String
@@ -67,6 +70,9 @@ struct CredentialsCheck: Sendable {
             }
             if let hms = settings.hms {
                 findings += await checkHMS(hms, token: hmsToken, http: http)
+            }
+            if let apns = settings.apns {
+                findings.append(await checkAPNs(apns, http: http))
             }
             if let webPush = settings.webPush {
                 findings.append(Self.checkWebPush(webPush))
@@ -192,6 +198,48 @@ struct CredentialsCheck: Sendable {
                 + " have the role Firebase Cloud Messaging API Admin, permission cloudmessaging.messages.create?)"
         case 404: return " (no Firebase project \(project)?)"
         default: return ""
+        }
+    }
+
+    // MARK: APNs
+
+    /// The device token of the APNs check: 32 zero bytes, which no device has.
+    static let apnsPlaceholderToken = String(repeating: "0", count: 64)
+
+    private func checkAPNs(_ settings: APNsSettings, http: HTTPClient) async -> Finding {
+        let key: ECPrivateKey
+        do {
+            key = try settings.key()
+        } catch {
+            return Finding(subject: "apns", status: .failed, message: error.description)
+        }
+        let apns = configuration.apns
+        let client = APNsClient(
+            http: http, providerToken: APNsProviderToken(teamID: settings.teamId, keyID: settings.keyId, key: key, clock: { WallClock.now() }),
+            bundleID: settings.bundleId, environment: APNsClient.Environment(rawValue: settings.environment) ?? .production,
+            configuration: APNsConfiguration(
+                baseURL: apns.baseURL, developmentBaseURL: apns.developmentBaseURL, caFile: apns.caFile.isEmpty ? nil : apns.caFile,
+                requestTimeout: .milliseconds(apns.requestTimeoutMs)),
+            logger: logger)
+        let who = "team \(settings.teamId), key \(settings.keyId), topic \(settings.bundleId) (\(settings.environment))"
+        switch await client.send(deviceToken: Self.apnsPlaceholderToken, data: Self.dryRunData) {
+        case .sent:
+            return Finding(subject: "apns", status: .ok, message: "\(who): APNs accepted a push to the placeholder device token")
+        case .failed(let failure) where failure.reason == "BadDeviceToken":
+            return Finding(
+                subject: "apns", status: .ok,
+                message: "\(who): APNs accepted the provider token and the topic (it refused only the placeholder device token: nothing was delivered)")
+        case .failed(let failure):
+            let hint: String
+            switch failure.reason {
+            case "InvalidProviderToken", "MissingProviderToken": hint = "the key file, keyId or teamId is not right"
+            case "ExpiredProviderToken": hint = "check this machine's clock"
+            case "BadTopic", "TopicDisallowed", "DeviceTokenNotForTopic": hint = "the bundleId is not an app of this team (or of this key)"
+            case "timeout", "transport": hint = "APNs could not be reached at \(client.baseURL)"
+            default: hint = "see Apple's documentation of this reason"
+            }
+            let status = failure.httpStatus.map { "HTTP \($0) " } ?? ""
+            return Finding(subject: "apns", status: .failed, message: "\(who): APNs answered \(status)\(failure.reason): \(hint)")
         }
     }
 

@@ -16,3 +16,19 @@ extension HTTPClient {
         }
     }
 }
+
+extension HTTPClient {
+    /// Sends one delivery request (a webhook, a Web Push message, an APNs push): the answer whatever its status, or,
+    /// when none came, a retryable failure (`timeout`, `transport`, or `cancelled` when the calling task was).
+    /// `submission` is marked when the request is handed to the client.
+    func deliveryAnswer(to request: HTTPRequest, submission: RequestSubmission?) async -> Result<HTTPResponse, DeliveryFailure> {
+        submission?.submitted()
+        do {
+            return .success(try await send(request))
+        } catch let error as HTTPClientError {
+            return .failure(DeliveryFailure(reason: error.isTimeout ? "timeout" : "transport", classification: .retryable))
+        } catch {
+            return .failure(DeliveryFailure(reason: "cancelled", classification: .retryable))
+        }
+    }
+}

@@ -27,13 +27,6 @@ enum OutsideEndpoint {
         var request = request
         request.connectAddress = address.description
         request.caFile = caFile
-        submission?.submitted()
-        do {
-            return .success(try await http.send(request))
-        } catch let error as HTTPClientError {
-            return .failure(DeliveryFailure(reason: error.isTimeout ? "timeout" : "transport", classification: .retryable))
-        } catch {
-            return .failure(DeliveryFailure(reason: "cancelled", classification: .retryable))
-        }
+        return await http.deliveryAnswer(to: request, submission: submission)
     }
 }
