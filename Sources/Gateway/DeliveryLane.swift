@@ -344,9 +344,10 @@ final class DeliveryLane: Sendable {
                     key,
                     answer: ProviderAnswer(provider: sender.provider, httpStatus: failure.httpStatus, code: failure.reason, message: failure.message))
             } else if failure.classification == .rejected {
-                // The receiver refused this message: dropped (counted above), the line moves on, nobody revoked.
+                // The receiver (a webhook, a push service, APNs) refused this message, not the subscription (too big,
+                // a refused address): dropped (counted above), the line moves on, nobody revoked.
                 context.logger.warning(
-                    "the receiver refused a notification: dropped, the subscription stays",
+                    "the receiver refused this notification: dropped, the subscription stays",
                     metadata: [LoggingKeys.app: "\(entry.app)", LoggingKeys.provider: "\(sender.provider)", LoggingKeys.reason: "\(failure.reason)"])
                 if entry.attempt > 0 { metrics.retryOutcome("rejected") }
                 completed(key)

@@ -41,11 +41,11 @@ extension GatewayMetrics {
     }
 }
 
-/// The recorders of `pushgateway_gateway_latency_seconds` of the providers' senders (`fcm`, `hms`, `webhook`),
+/// The recorders of `pushgateway_gateway_latency_seconds` of the providers' senders (`fcm`, `hms`, `apns`, `webhook`, `webpush`),
 /// resolved once when the delivery service is made, so that a first attempt reads its recorder without a lock.
 /// Another provider (a test's sender) is resolved through the metrics' cache.
 struct GatewayLatencyRecorders: Sendable {
-    static let providers = ["fcm", "hms", "webhook"]
+    static let providers = ["fcm", "hms", "apns", "webhook", "webpush"]
 
     private let metrics: GatewayMetrics
     private let resolved: [String: GatewayLatencyRecorder]

@@ -115,7 +115,7 @@ public final class GatewayMetrics: Sendable {
         }
         for result in ["loaded", "refused", "removed"] { _ = counter("settings", Self.settingsReloads, [("result", result)]) }
         ownershipFencedStart()
-        for provider in ["fcm", "hms", "webhook"] { _ = gatewayLatency(provider: provider) }
+        for provider in GatewayLatencyRecorders.providers { _ = gatewayLatency(provider: provider) }
         for reason in ["queue_full", "rejected", "expired", "no_hook", "shutdown"] {
             _ = counter("hookdropped", Self.eventHookDroppedName, [("reason", reason)])
         }
