@@ -154,7 +154,7 @@ final class HTTPClientReuseTests: FakeServerTestCase<FakeFCMProcess> {
     }
 
     private func unusedPort() throws -> Int {
-        guard let port = LoopbackPort.free() else { throw FakeFCMProcess.Failure(description: "bind failed") }
+        guard let port = LoopbackPort.free() else { throw FakeServerProcess.Failure(description: "bind failed") }
         return port
     }
 }

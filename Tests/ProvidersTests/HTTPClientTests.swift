@@ -167,7 +167,7 @@ final class HTTPClientTests: FakeServerTestCase<FakeFCMProcess> {
     }
 
     private func unusedPort() throws -> Int {
-        guard let port = LoopbackPort.free() else { throw FakeFCMProcess.Failure(description: "bind failed") }
+        guard let port = LoopbackPort.free() else { throw FakeServerProcess.Failure(description: "bind failed") }
         return port
     }
 }
