@@ -8,7 +8,11 @@
     ... --kafka-prop fetch.wait.max.ms=20    the gateway's consumer polls Tansu every 20 ms instead of 500 ms
     ... --fetch-wait-ms 20                   the same (the gateway's and the --observe consumer's fetch.wait.max.ms)
     ... --observe                            also time broker-only produce → consume (perturbs the run)
-    ... --webhook                            webhook subscriptions instead of FCM devices (implies --tls)
+    ... --kind webhook                       webhook subscriptions instead of FCM devices (implies --tls;
+                                             --webhook is the same)
+    ... --kind webpush                       Web Push subscriptions (RFC 8291 encryption per message; implies --tls)
+    ... --kind apns                          APNs device subscriptions (HTTP/2, ES256 provider token; implies --tls)
+    ... --format v1                          webpush, apns: the subscriptions' data payload format (default v2)
     ... --quota N                            each app's fcm.maxSendsPerMinute (its FCM project's pace; default:
                                              the setting's default, 600,000); with --backlog the result compares
                                              the drain time with the quota's time (docs/DELIVERY.md, "Pacing")
@@ -30,6 +34,26 @@ per destination; the
 fake counts it as a send and answers 200 at once), and the published value is the JSON string `ts":<ns>`, which
 reaches the fake as `"v":"ts\":<ns>"` in the webhook body. Each app's `webhook.maxInFlightPerHost` is
 min(--max-in-flight, 1000); all destinations are one host.
+
+With --kind webpush the subscriptions are v2 `kind: "webpush"` ones (one uid per path), each a browser subscription
+of its own whose endpoint is the fake behind the TLS front (`https://127.0.0.1:<front>/v1/projects/p<path
+number>/messages:send?s=<k>`; one browser key pair and auth secret for all, generated once); each app's `webPush`
+settings have a fresh VAPID key, private endpoints allowed, the front's CA, and `maxInFlightPerHost`
+min(--max-in-flight, 1000). Every message is encrypted (RFC 8291: a P-256 key pair, an ECDH, HKDF and AES-GCM per
+message; the VAPID header is signed once per origin and reused), so the fake cannot read `ts` from it: it counts
+those sends as `no_ts`, latency is not measured (the result says so) and only CPU and throughput are reported.
+
+With --kind apns the subscriptions are v2 `kind: "apns"` ones (one uid per path; the context a 64-hex-digit device
+token unique per subscriber); the gateway's `apns.baseURL` is the TLS front; each app's `apns` settings have a fresh
+P-256 auth key (PKCS#8), team TEAM123456, key KEY1234567, production, and the bundle id `com.example.load.<app>`, so
+that each app is its own provider project as with FCM (`fcm:proj-<app>`): one admission scope, hence one delivery
+lane, per app (--apns-one-topic: `com.example.load` for every app, one scope and one lane for all). The gateway POSTs
+`/3/device/<token>` with `{"aps":{"content-available":1},"data":<data payload>}`; the fake answers 200 with an
+`apns-id` (and the body `{}`: an empty one trips the nghttpx front, see LoadFakeFCM). In format v2 the data payload carries the event in an unsecured JWS, which the fake decodes to read `ts`.
+APNs requests share the FCM HTTP client and `fcm.maxInFlightPerProject` (--max-in-flight) per project.
+
+The published value is `{"ts":<ns>}` where the payload is v1 (FCM, --format v1) and the JSON string `ts":<ns>`
+otherwise (webhook, webpush, apns in v2: the v2 event carries the value as JSON, where it appears as `ts\":<ns>`).
 
 The fake FCM answers every send and measures now − ts (produce → provider request). Reported: sustained
 notifications/s (median of the window's per-second counts; for a backlog, of the full seconds between the first
@@ -186,6 +210,34 @@ def rsa_pem() -> str:
                              serialization.NoEncryption()).decode()
 
 
+def p256_pem(pkcs8: bool) -> str:
+    """A fresh P-256 private key in PEM: PKCS#8 (an APNs .p8 key) or SEC 1 (`openssl ecparam -genkey -noout`)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    key = ec.generate_private_key(ec.SECP256R1())
+    form = serialization.PrivateFormat.PKCS8 if pkcs8 else serialization.PrivateFormat.TraditionalOpenSSL
+    return key.private_bytes(serialization.Encoding.PEM, form, serialization.NoEncryption()).decode()
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def browser_keys() -> dict:
+    """A browser's Web Push keys (`PushSubscription.toJSON().keys`): the uncompressed P-256 point and 16-byte auth."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    point = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+    return {"p256dh": b64url(point), "auth": b64url(os.urandom(16))}
+
+
+def write_file(path: str, text: str) -> str:
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 class Proc:
     """A child process with its output to files (or stdout to a pipe), stopped with SIGTERM then SIGKILL."""
 
@@ -336,19 +388,34 @@ def main() -> int:
     ap.add_argument("--tls", action="store_true",
                     help="reach the fake FCM over TLS (HTTP/2, ALPN) through an nghttpx front with a self-signed "
                          "certificate, as the real providers are reached (needs Debian's nghttp2-proxy)")
-    ap.add_argument("--webhook", action="store_true",
-                    help="deliver through webhook subscriptions (v2 kind webhook) to the fake behind the TLS front "
-                         "instead of FCM devices (implies --tls)")
+    ap.add_argument("--kind", choices=("fcm", "webhook", "webpush", "apns"), default=None,
+                    help="what the subscriptions are: FCM devices (default), webhooks, Web Push browser subscriptions "
+                         "or APNs devices (v2 kinds webhook, webpush, apns; each implies --tls)")
+    ap.add_argument("--webhook", action="store_true", help="the same as --kind webhook")
+    ap.add_argument("--format", choices=("v1", "v2"), default="v2",
+                    help="webpush, apns: the subscriptions' data payload format (v2 subscriptions' default: v2)")
+    ap.add_argument("--apns-one-topic", action="store_true",
+                    help="apns: one bundle id (com.example.load) for every app, i.e. one provider project, admission "
+                         "scope and delivery lane for all, instead of one per app")
     ap.add_argument("--quota", type=int, default=None,
                     help="fcm.maxSendsPerMinute of each app (one FCM project per app); 0: unpaced")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
     args = ap.parse_args()
-    args.tls = args.tls or args.webhook
+    if args.webhook and args.kind not in (None, "webhook"):
+        ap.error("--webhook is --kind webhook")
+    args.kind = "webhook" if args.webhook else (args.kind or "fcm")
+    args.webhook = args.kind == "webhook"
+    v2_kinds = ("webhook", "webpush", "apns")
+    args.tls = args.tls or args.kind in v2_kinds
+    if args.format == "v1" and args.kind not in ("webpush", "apns"):
+        ap.error("--format applies to --kind webpush and apns (FCM devices are v1, webhooks v2)")
+    # v1 payloads carry the value JSON-escaped (`ts\":` as the fake looks for); a v2 event carries it as JSON.
+    v1_payload = args.kind == "fcm" or args.format == "v1"
     if args.fetch_wait_ms is not None:
         args.kafka_prop.append(f"fetch.wait.max.ms={args.fetch_wait_ms}")
-    if args.webhook and args.fanout > 1000:
-        ap.error("--webhook: at most 1000 subscribers per path (one uid per path, maxSubscriptionsPerUser)")
+    if args.kind in v2_kinds and args.fanout > 1000:
+        ap.error(f"--kind {args.kind}: at most 1000 subscribers per path (one uid per path, maxSubscriptionsPerUser)")
 
     binary = os.environ.get("PUSH_GATEWAY_BIN", os.path.join(ROOT, ".build", "release", "push-gateway"))
     work = tempfile.mkdtemp(prefix="load-test-")
@@ -378,6 +445,7 @@ def main() -> int:
             "fcm": {"baseURL": base, "tokenURL": base + "/token", "maxConnections": args.connections, "maxStreamsPerConnection": args.streams,
                     "maxInFlightPerProject": args.max_in_flight, **fcm_tls},
             "logging": {"format": "json", "level": "warning"},
+            **({"apns": {"baseURL": base, "developmentBaseURL": base, "caFile": front.ca_file}} if args.kind == "apns" else {}),
             "allowInsecureEndpoints": True,  # the fake FCM is h2c (cleartext)
             "apps": {a: {"fcmServiceAccountFile": service_account(os.path.join(work, f"{a}-sa.json"),
                                                                   f"proj-{a}", base + "/token", pem)}
@@ -395,6 +463,21 @@ def main() -> int:
                 settings["authKeys"] = [{"alg": "HS256", "secret": AUTH_SECRET}]
                 settings["webhook"] = {"secrets": [WEBHOOK_SECRET], "allowPrivateDestinations": True,
                                        "caFile": front.ca_file, "maxInFlightPerHost": min(args.max_in_flight, 1000)}
+        if args.kind == "webpush":
+            vapid = write_file(os.path.join(work, "vapid-key.pem"), p256_pem(pkcs8=False))
+            browser = browser_keys()
+            for settings in config["apps"].values():
+                settings["authKeys"] = [{"alg": "HS256", "secret": AUTH_SECRET}]
+                settings["webPush"] = {"vapidKeyFile": vapid, "subject": "mailto:load@example.com",
+                                       "allowPrivateEndpoints": True, "caFile": front.ca_file,
+                                       "maxInFlightPerHost": min(args.max_in_flight, 1000)}
+        if args.kind == "apns":
+            apns_key = write_file(os.path.join(work, "apns-AuthKey.p8"), p256_pem(pkcs8=True))
+            for app_name, settings in config["apps"].items():
+                settings["authKeys"] = [{"alg": "HS256", "secret": AUTH_SECRET}]
+                settings["apns"] = {"teamId": "TEAM123456", "keyId": "KEY1234567", "keyFile": apns_key,
+                                    "bundleId": "com.example.load" if args.apns_one_topic else f"com.example.load.{app_name}",
+                                    "environment": "production"}
         with open(os.path.join(work, "gateway.yaml"), "w") as f:
             yaml.safe_dump(config, f, sort_keys=False)
         env = dict((k, v) for k, v in os.environ.items() if not k.startswith("PUSH_"))
@@ -426,14 +509,22 @@ def main() -> int:
             token = f"d{i:05d}x{k:03d}:APA91b" + "L" * 140
             if not hasattr(local, "s"):
                 local.s = requests.Session()
-            if args.webhook:
+            if args.kind in v2_kinds:
                 import jwt
                 uid = f"u{i}"
                 bearer = jwt.encode({"uid": uid, "exp": int(time.time()) + 3600}, AUTH_SECRET, algorithm="HS256")
+                if args.kind == "webhook":
+                    body = {"kind": "webhook", "mode": "value", "path": path, "context": f"k{k}",
+                            "destination": f"{base}/v1/projects/p{i}/messages:send"}
+                elif args.kind == "webpush":
+                    # One browser subscription per subscriber: its own endpoint (one host for all).
+                    body = {"kind": "webpush", "mode": "value", "path": path, "format": args.format,
+                            "context": {"endpoint": f"{base}/v1/projects/p{i}/messages:send?s={k}", "keys": browser}}
+                else:
+                    body = {"kind": "apns", "mode": "value", "path": path, "format": args.format,
+                            "context": f"{i:032x}{k:032x}"}  # 64 hex digits, unique per subscriber
                 r = local.s.post(f"http://127.0.0.1:{http_port}/datasync/v2/{app}/subscriptions/{uid}",
-                                 json={"kind": "webhook", "mode": "value", "path": path, "context": f"k{k}",
-                                       "destination": f"{base}/v1/projects/p{i}/messages:send"},
-                                 headers={"Authorization": f"Bearer {bearer}"}, timeout=10)
+                                 json=body, headers={"Authorization": f"Bearer {bearer}"}, timeout=10)
                 ok = r.status_code == 201
             else:
                 r = local.s.put(f"http://127.0.0.1:{http_port}/base/{app}/.wakeup{path}",
@@ -465,9 +556,9 @@ def main() -> int:
         def produce_one() -> None:
             nonlocal produced
             app, path = targets[produced % len(targets)]
-            # A webhook body carries the value as it is: a string `ts":N` appears there as `ts\":N`, as the
-            # fake looks for (FCM's data carries `{"ts":N}` JSON-escaped, the same way).
-            after = ('"ts\\":%d"' if args.webhook else '{"ts":%d}') % time.time_ns()
+            # A webhook body (and a v2 event) carries the value as JSON: a string `ts":N` appears there as
+            # `ts\":N`, as the fake looks for (a v1 payload, FCM's data, carries `{"ts":N}` JSON-escaped, the same way).
+            after = ('{"ts":%d}' if v1_payload else '"ts\\":%d"') % time.time_ns()
             value = encode_change_event(app, path, "SET", after=after,
                                         event_id=f"e{produced}", timestamp_ms=int(time.time() * 1000))
             while True:
@@ -575,7 +666,7 @@ def main() -> int:
             steady = [s["sends"] for s in active[idx[0] + 1: idx[-1]]] if len(idx) >= 3 else []
             drain_s = (idx[-1] - idx[0] + 1) if idx else 0
             result = {
-                "scenario": "backlog", "mode": "webhook" if args.webhook else "fcm", "events": args.backlog, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout,
+                "scenario": "backlog", "mode": args.kind, "events": args.backlog, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout,
                 "notifications_expected": args.backlog * args.fanout,
                 "notifications_received": fake.total - base_sends,
                 "publish_seconds": round(pub_s, 2),
@@ -640,7 +731,7 @@ def main() -> int:
             with fake.lock:
                 secs = [s["sends"] for s in fake.seconds if window_wall_start + 1 <= s["t"] <= window_wall_end]
             result = {
-                "scenario": "rate", "mode": "webhook" if args.webhook else "fcm", "target_per_s": args.rate, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout, "window_seconds": round(window_s, 1),
+                "scenario": "rate", "mode": args.kind, "target_per_s": args.rate, "gateway_kafka_props": args.kafka_prop, "fanout": args.fanout, "window_seconds": round(window_s, 1),
                 "achieved_per_s_median": int(statistics.median(secs)) if secs else 0,
                 "achieved_per_s_window": window["rate"],
                 "p50_ms": window["p50_ms"], "p90_ms": window["p90_ms"], "p99_ms": window["p99_ms"],
@@ -659,6 +750,16 @@ def main() -> int:
             match = histogram_quantiles(metrics0, metrics1, "pushgateway_gateway_match_latency_seconds")
             if match:
                 result["gateway_match_ms"] = match
+        if args.kind in ("webpush", "apns"):
+            result["format"] = args.format
+        if args.kind == "apns":
+            result["apns_topics"] = "one for all apps" if args.apns_one_topic else "one per app"
+        if args.kind == "webpush":
+            # Encrypted bodies: the fake cannot read `ts` (it counts these sends as no_ts).
+            result["latency"] = "not measured: Web Push bodies are encrypted (RFC 8291); CPU and throughput only"
+            for key in ("latency_ms (queueing, not meaningful)", "p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms",
+                        "rest_ms_estimate"):
+                result.pop(key, None)
         if observer is not None:
             time.sleep(1)
             observer_stop.set()

@@ -19,7 +19,7 @@ final class WebPushSender: PushSender {
 
     /// The gate of a subscription's deliveries: the app and the endpoint's host name, `maxInFlightPerHost` places.
     func gate(token: String) -> DeliveryQueue.Gate {
-        .outsideHost(of: SubscriberKey.webPushParts(of: token)?.endpoint ?? "", project: project, limit: maxInFlightPerHost)
+        DeliveryQueue.Gate(key: project + "/" + (client.host(ofSubscription: token) ?? ""), limit: maxInFlightPerHost)
     }
 
     func send(token: String, payload: [UInt8]) async -> DeliveryOutcome {

@@ -55,7 +55,7 @@ final class WebhookSender: PushSender {
 }
 
 extension DeliveryQueue.Gate {
-    /// `project`'s places at the host of `url` (a webhook destination, a Web Push endpoint): the host name as written,
+    /// `project`'s places at the host of `url` (a webhook destination): the host name as written,
     /// lowercased by ``WebhookURL`` (not the address it resolves to), `limit` places.
     static func outsideHost(of url: Substring, project: String, limit: Int) -> DeliveryQueue.Gate {
         let host = (try? WebhookURL(String(url)))?.host ?? ""

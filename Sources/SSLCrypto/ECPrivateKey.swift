@@ -7,9 +7,36 @@ public final class ECPrivateKey: @unchecked Sendable {
     /// The owned `EVP_PKEY*`; never mutated after init.
     let pkey: OpaquePointer
 
-    /// Draws a new key (OpenSSL's DRBG).
+    /// Draws a new key (OpenSSL's DRBG). After the first, each key is generated from a context made from the first
+    /// one (its key management and group taken from it), not looked up by name: an ephemeral key per message (Web Push,
+    /// JWE `ECDH-ES`) costs the generation alone.
     public init() throws {
         ERR_clear_error()
+        var generated: OpaquePointer? = nil
+        if let template = Self.template {
+            guard let ctx = EVP_PKEY_CTX_new_from_pkey(nil, template.pkey, nil) else {
+                throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_pkey failed")
+            }
+            defer { EVP_PKEY_CTX_free(ctx) }
+            guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_generate(ctx, &generated) == 1, let generated else {
+                throw CryptoError.openSSL("P-256 key generation failed")
+            }
+            pkey = generated
+            return
+        }
+        pkey = try Self.generateByName()
+    }
+
+    /// A key whose context makes the others (``init()``); nil if even it could not be made (every later
+    /// generation then fails the same way, by name).
+    private static let template: ECPrivateKey? = {
+        guard let pkey = try? generateByName() else { return nil }
+        return ECPrivateKey(retained: pkey)
+    }()
+
+    private init(retained pkey: OpaquePointer) { self.pkey = pkey }
+
+    private static func generateByName() throws -> OpaquePointer {
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else {
             throw CryptoError.openSSL("EVP_PKEY_CTX_new_from_name(EC) failed")
         }
@@ -20,7 +47,7 @@ public final class ECPrivateKey: @unchecked Sendable {
               EVP_PKEY_generate(ctx, &generated) == 1,
               let generated
         else { throw CryptoError.openSSL("P-256 key generation failed") }
-        pkey = generated
+        return generated
     }
 
     /// The key of a JWK (`d`, `x`, `y`: 32 big-endian bytes each, RFC 7518 §6.2.2.1); refuses a `d` whose public

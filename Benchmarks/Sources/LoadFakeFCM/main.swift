@@ -5,11 +5,17 @@
 // Cleartext HTTP/2 with prior knowledge (h2c) on 127.0.0.1, one event-loop thread. Answers
 //   POST /token                              → {"access_token":"…","expires_in":3600,"token_type":"Bearer"}
 //   POST /v1/projects/{p}/messages:send      → 200 {"name":"projects/{p}/messages/N"}
+//        (a query string is ignored: the load test's Web Push endpoints are that path with `?s=<k>`)
+//   POST /3/device/{token}                   → 200, an `apns-id` header (APNs' success answer) and the body `{}`
+//        (APNs sends none; see `respond` for why this one does)
 //   anything else                            → 404
 // Nothing is validated (the e2e suite's Python fake does that); this one only counts and measures.
 //
 // Each send body is searched for `ts\":` followed by digits: the produce time (ns since the epoch) the load
-// generator puts in the published value, which reaches us JSON-escaped in `message.data.d`. Latency is
+// generator puts in the published value, which reaches us JSON-escaped in `message.data.d` (FCM v1) or in a
+// webhook's `"v":"ts\":N"`. A v2 data payload (`{"srv":"webcom","evt":"<unsecured JWS>","ver":"v2"}`, what an
+// APNs subscription of the load test gets) carries the event base64url-encoded: its JWS payload is decoded and
+// searched the same way. A Web Push body is encrypted: counted as a send without a timestamp (`no_ts`). Latency is
 // now − ts (CLOCK_REALTIME in both processes).
 //
 // stdout, one JSON object per line:
@@ -130,31 +136,78 @@ final class Stats: @unchecked Sendable {
     }
 }
 
-/// `ts\":` then digits, anywhere in the body → that number.
+/// `ts\":` then digits, anywhere in the body → that number; else the same in the payload of the unsecured JWS
+/// `evt` of a v2 data payload.
 func extractTimestamp(_ body: ByteBuffer) -> Int64? {
     body.withUnsafeReadableBytes { raw -> Int64? in
         let bytes = raw.bindMemory(to: UInt8.self)
-        let needle: [UInt8] = [0x74, 0x73, 0x5C, 0x22, 0x3A]  // t s \ " :
-        let n = bytes.count
-        var i = 0
-        while i + needle.count <= n {
-            if bytes[i] == 0x74 && bytes[i + 1] == 0x73 && bytes[i + 2] == 0x5C && bytes[i + 3] == 0x22
-                && bytes[i + 4] == 0x3A
-            {
-                var j = i + needle.count
-                var value: Int64 = 0
-                var digits = 0
-                while j < n, bytes[j] >= 0x30, bytes[j] <= 0x39, digits < 19 {
-                    value = value * 10 + Int64(bytes[j] - 0x30)
-                    j += 1
-                    digits += 1
-                }
-                return digits > 0 ? value : nil
-            }
-            i += 1
-        }
-        return nil
+        if let ts = findTimestamp(bytes) { return ts }
+        guard let event = unsecuredEvent(bytes) else { return nil }
+        return event.withUnsafeBufferPointer(findTimestamp)
     }
+}
+
+/// The decoded payload of `"evt":"<header>.<payload>.` in `bytes` (an unsecured JWS, base64url), nil if none.
+func unsecuredEvent(_ bytes: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+    let marker = Array(#""evt":""#.utf8)
+    let n = bytes.count
+    var i = 0
+    while i + marker.count <= n {
+        if bytes[i] == marker[0] && bytes[i..<(i + marker.count)].elementsEqual(marker) { break }
+        i += 1
+    }
+    guard i + marker.count <= n else { return nil }
+    var j = i + marker.count
+    while j < n, bytes[j] != 0x2E, bytes[j] != 0x22 { j += 1 }  // past the header, to "."
+    guard j < n, bytes[j] == 0x2E else { return nil }
+    j += 1
+    var out: [UInt8] = []
+    out.reserveCapacity(n)
+    var accumulator: UInt32 = 0
+    var bits = 0
+    while j < n {
+        let c = bytes[j]
+        let v: UInt32
+        switch c {
+        case 0x41...0x5A: v = UInt32(c - 0x41)
+        case 0x61...0x7A: v = UInt32(c - 0x61 + 26)
+        case 0x30...0x39: v = UInt32(c - 0x30 + 52)
+        case 0x2D: v = 62  // -
+        case 0x5F: v = 63  // _
+        default: return out  // "." or the closing quote
+        }
+        accumulator = (accumulator << 6) | v
+        bits += 6
+        if bits >= 8 {
+            bits -= 8
+            out.append(UInt8((accumulator >> UInt32(bits)) & 0xFF))
+        }
+        j += 1
+    }
+    return out
+}
+
+func findTimestamp(_ bytes: UnsafeBufferPointer<UInt8>) -> Int64? {
+    let needle: [UInt8] = [0x74, 0x73, 0x5C, 0x22, 0x3A]  // t s \ " :
+    let n = bytes.count
+    var i = 0
+    while i + needle.count <= n {
+        if bytes[i] == 0x74 && bytes[i + 1] == 0x73 && bytes[i + 2] == 0x5C && bytes[i + 3] == 0x22
+            && bytes[i + 4] == 0x3A
+        {
+            var j = i + needle.count
+            var value: Int64 = 0
+            var digits = 0
+            while j < n, bytes[j] >= 0x30, bytes[j] <= 0x39, digits < 19 {
+                value = value * 10 + Int64(bytes[j] - 0x30)
+                j += 1
+                digits += 1
+            }
+            return digits > 0 ? value : nil
+        }
+        i += 1
+    }
+    return nil
 }
 
 let tokenBody = #"{"access_token":"ya29.load-fake","expires_in":3600,"token_type":"Bearer"}"#
@@ -192,12 +245,33 @@ final class StreamHandler: ChannelInboundHandler {
         answered = true
         let status: String
         let text: String
-        if path.hasSuffix("messages:send") {
+        let route = path.split(separator: "?", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? path
+        if route.hasPrefix("/3/device/") {
+            // APNs: 200 with an apns-id. Not APNs' empty body: behind nghttpx 1.52 (Debian 12's, the load test's TLS
+            // front), empty-bodied answers (HEADERS with END_STREAM, or an empty DATA frame) make nghttpx end the
+            // client's connection with GOAWAY INTERNAL_ERROR after about 1,000 streams, and requests in flight on it
+            // fail (libcurl: "Send failure: Broken pipe"); reproduced with the curl CLI, no gateway involved. The
+            // gateway reads nothing of a 200's body.
+            let ts = body.flatMap(extractTimestamp)
+            stats.recordSend(latencyNanos: ts.map { realtimeNanos() - $0 })
+            stats.nextMessageID += 1
+            let id = String(stats.nextMessageID)
+            let apnsID = "00000000-0000-4000-8000-" + String(repeating: "0", count: max(0, 12 - id.count)) + id
+            status = "200"
+            text = "{}"
+            var buffer = context.channel.allocator.buffer(capacity: 2)
+            buffer.writeString(text)
+            let headers = HPACKHeaders([(":status", status), ("apns-id", apnsID), ("content-length", "2")])
+            context.write(wrapOutboundOut(.headers(.init(headers: headers))), promise: nil)
+            context.writeAndFlush(wrapOutboundOut(.data(.init(data: .byteBuffer(buffer), endStream: true))), promise: nil)
+            body = nil
+            return
+        } else if route.hasSuffix("messages:send") {
             let ts = body.flatMap(extractTimestamp)
             stats.recordSend(latencyNanos: ts.map { realtimeNanos() - $0 })
             stats.nextMessageID += 1
             var project = "p"
-            let parts = path.split(separator: "/")
+            let parts = route.split(separator: "/")
             if let i = parts.firstIndex(of: "projects"), i + 1 < parts.count { project = String(parts[i + 1]) }
             status = "200"
             text = #"{"name":"projects/\#(project)/messages/\#(stats.nextMessageID)"}"#

@@ -26,7 +26,7 @@ extension HTTPClient {
         do {
             return .success(try await send(request))
         } catch let error as HTTPClientError {
-            return .failure(DeliveryFailure(reason: error.isTimeout ? "timeout" : "transport", classification: .retryable))
+            return .failure(DeliveryFailure(reason: error.isTimeout ? "timeout" : "transport", classification: .retryable, message: "\(error)"))
         } catch {
             return .failure(DeliveryFailure(reason: "cancelled", classification: .retryable))
         }

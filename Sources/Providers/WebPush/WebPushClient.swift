@@ -39,9 +39,14 @@ public struct WebPushClient: Sendable {
     let resolver: HostResolver
     let clock: @Sendable () -> Double
     let authorizations: VAPIDAuthorizations
+    let subscriptions = ReadSubscriptions()
 
     /// The app's VAPID key pair and contact (``VAPIDSigner``).
     public var vapid: VAPIDSigner { authorizations.signer }
+
+    /// The host of the endpoint of the subscription stored as `token` (lowercased, as written), nil when it cannot be
+    /// read: what a subscription's deliveries are gated by.
+    public func host(ofSubscription token: String) -> String? { subscriptions.read(token)?.url.host }
 
     public init(
         http: HTTPClient, vapid: VAPIDSigner, settings: Settings, resolver: HostResolver = HostResolver(),
@@ -60,24 +65,18 @@ public struct WebPushClient: Sendable {
     public func send(
         subscription token: String, payload: [UInt8], options: DeliveryOptions = .none, submission: RequestSubmission? = nil
     ) async -> DeliveryOutcome {
-        guard let parts = SubscriberKey.webPushParts(of: token),
-            let subscription = try? WebPushSubscription(endpoint: String(parts.endpoint), p256dh: String(parts.p256dh), auth: String(parts.auth)),
-            let url = try? WebhookURL(subscription.endpoint)
-        else {
+        guard let read = subscriptions.read(token) else {
             return .failed(DeliveryFailure(reason: "invalid_subscription", classification: .rejected))
         }
         let address: IPAddress
-        switch await OutsideEndpoint.address(of: url, resolver: resolver, allowPrivate: settings.allowPrivateEndpoints) {
+        switch await OutsideEndpoint.address(of: read.url, resolver: resolver, allowPrivate: settings.allowPrivateEndpoints) {
         case .success(let checked): address = checked
         case .failure(let failure): return .failed(failure)
         }
         let request: HTTPRequest
         do {
-            guard let audience = VAPIDSigner.audience(ofEndpoint: subscription.endpoint) else {
-                return .failed(DeliveryFailure(reason: "invalid_subscription", classification: .rejected))
-            }
             request = try WebPushMessage.request(
-                payload, to: subscription, authorization: try authorizations.header(audience: audience, now: clock()),
+                payload, to: read.subscription, authorization: try authorizations.header(audience: read.audience, now: clock()),
                 ttl: options.ttlSeconds ?? settings.ttlSeconds, urgency: settings.urgency,
                 topic: options.collapseKey.map(WebPushMessage.topic(forCollapseKey:)), timeout: settings.timeout)
         } catch {
@@ -90,6 +89,37 @@ public struct WebPushClient: Sendable {
         case .failure(let failure): return .failed(failure)
         }
         return WebPushMessage.outcome(status: response.status, retryAfter: response.header("retry-after"), now: clock())
+    }
+}
+
+/// The browser subscriptions one app sent to lately, each read once (its endpoint checked, its origin, the browser's
+/// key parsed: about a sixth of a message's cost when done per message). At most ``capacity``; when full it starts
+/// over (a subscription read again costs that once more).
+final class ReadSubscriptions: Sendable {
+    struct Read: Sendable {
+        let subscription: WebPushSubscription
+        let url: WebhookURL
+        /// The endpoint's origin: the VAPID token's `aud`.
+        let audience: String
+    }
+
+    static let capacity = 4096
+    private let entries = Mutex<[String: Read]>([:])
+
+    /// The subscription stored as `token` (``PushCore/SubscriberKey/webPushToken(endpoint:p256dh:auth:)``), nil
+    /// when it cannot be read.
+    func read(_ token: String) -> Read? {
+        if let known = entries.withLock({ $0[token] }) { return known }
+        guard let parts = SubscriberKey.webPushParts(of: token),
+            let subscription = try? WebPushSubscription(endpoint: String(parts.endpoint), p256dh: String(parts.p256dh), auth: String(parts.auth)),
+            let url = try? WebhookURL(subscription.endpoint), let audience = VAPIDSigner.audience(ofEndpoint: subscription.endpoint)
+        else { return nil }
+        let read = Read(subscription: subscription, url: url, audience: audience)
+        entries.withLock { entries in
+            if entries.count >= Self.capacity { entries.removeAll(keepingCapacity: true) }
+            entries[token] = read
+        }
+        return read
     }
 }
 
