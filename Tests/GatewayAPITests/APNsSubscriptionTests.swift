@@ -85,6 +85,38 @@ final class APNsSubscriptionTests: XCTestCase {
         wait(for: [done], timeout: 10)
     }
 
+    /// APNs answers `BadDeviceToken` or `DeviceTokenNotForTopic` to every device of an app whose environment or bundle
+    /// id is wrong: believed about one device only while the app reaches others (``MassFailureGuard``).
+    func testARefusalThatMayBeTheAppsSettingsRevokesOnlyWhileOtherDevicesAreReached() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("apns-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let http = try HTTPClient(configuration: HTTPClientConfiguration(), logger: Logger(label: "test"))
+        let profile = try AppProfileBuilder(httpClient: http, fcm: .init(), logger: Logger(label: "test"))
+            .build(name: "toto", settings: try settings(directory), previous: nil)
+        let sender = try XCTUnwrap(profile.sender(for: .apns) as? APNsSender)
+        func refused(_ reason: String, status: Int = 400) -> DeliveryOutcome {
+            .failed(DeliveryFailure(reason: reason, classification: .tokenDead, httpStatus: status))
+        }
+        func classification(_ outcome: DeliveryOutcome) -> ProviderClassification? {
+            if case .failed(let failure) = outcome { return failure.classification }
+            return nil
+        }
+        XCTAssertEqual(classification(sender.guarded(refused("BadDeviceToken"), token: "a", now: 1_000)), .ourFault, "nothing reached yet")
+        XCTAssertEqual(classification(sender.guarded(refused("Unregistered", status: 410), token: "u", now: 1_000)), .tokenDead)
+        _ = sender.guarded(.sent, token: "b", now: 1_001)
+        _ = sender.guarded(.sent, token: "c", now: 1_002)
+        XCTAssertEqual(classification(sender.guarded(refused("BadDeviceToken"), token: "a", now: 1_003)), .tokenDead)
+        XCTAssertEqual(classification(sender.guarded(refused("DeviceTokenNotForTopic"), token: "d", now: 1_004)), .tokenDead)
+        XCTAssertEqual(
+            classification(sender.guarded(refused("BadDeviceToken"), token: "e", now: 1_005)), .ourFault,
+            "three of five devices refused: more likely the settings")
+        XCTAssertEqual(
+            classification(sender.guarded(refused("BadDeviceToken"), token: "f", now: 1_003 + MassFailureGuard.window + 10)), .ourFault,
+            "the reached devices are out of the window")
+        await_shutdown(http)
+    }
+
     func testTheGatewaysAPNsConfiguration() throws {
         let defaults = try GatewayConfiguration.load(file: nil, environment: [:])
         XCTAssertEqual(defaults.apns.baseURL, "https://api.push.apple.com")

@@ -362,6 +362,16 @@ def test_apns_dead_tokens_revoke_too_large_drops_our_faults_keep(apns, stack_fac
     stack.write_app_settings(wrong_topic, settings(stack, wrong_topic, key, bundle="com.example.notours"))
     for a in (app, rogue, wrong_topic):
         served(stack, a)
+    # APNs answers BadDeviceToken and DeviceTokenNotForTopic to every device of an app whose environment or bundle
+    # id is wrong, so the gateway believes them about one device only once the project reaches others (as HMS's
+    # 80300007): three devices reached first.
+    warm_path = f"{uniq}/warm"
+    warm = [device_token() for _ in range(3)]
+    for t in warm:
+        created(stack, app, apns_body(warm_path, t))
+    stack.publish(warm_path, "SET", "0", app=app)
+    for t in warm:
+        wait_received(stack, apns.prod, t, 1)
     path = f"{uniq}/doc"
     tokens, sids = {}, {}
     for name in ("gone", "bad", "nottopic", "big", "invalid", "ok"):
@@ -416,6 +426,23 @@ def test_apns_dead_tokens_revoke_too_large_drops_our_faults_keep(apns, stack_fac
         assert get(stack, a, sid).status_code == 200, (a, reason)
     assert metric(stack, "pushgateway_notifications_our_fault_total", provider="apns",
                   reason="InvalidProviderToken") >= 2
+
+    # An app whose every device is refused as BadDeviceToken (its environment is wrong, say) and which has reached
+    # none: a configuration mistake, not dead devices. Nobody is revoked; counted as our fault.
+    wrong_env = "apnsenv" + uniq[4:]
+    stack.write_app_settings(wrong_env, settings(stack, wrong_env, key))
+    served(stack, wrong_env)
+    refused_tokens = [device_token() for _ in range(2)]
+    refused_sids = []
+    for t in refused_tokens:
+        apns.prod.script(t, [(400, "BadDeviceToken")] * 5)
+        refused_sids.append(created(stack, wrong_env, apns_body(path, t))["id"])
+    stack.publish(path, "SET", "4", app=wrong_env)
+    for t in refused_tokens:
+        wait_received(stack, apns.prod, t, 1, accepted=False)
+    wait_metric(stack, "pushgateway_notifications_our_fault_total", 2, provider="apns", reason="BadDeviceToken")
+    for sid in refused_sids:
+        assert get(stack, wrong_env, sid).status_code == 200, "revoked over a configuration mistake"
 
 
 @pytest.mark.timeout(180)
