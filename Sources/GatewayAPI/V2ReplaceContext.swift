@@ -24,15 +24,21 @@ public struct V2ReplaceContextRequest: Sendable, Equatable {
             guard let text = value.stringValue else { throw .badRequest("'\(key)' must be a string") }
             return text
         }
-        let kindText = try string("kind", "mobile or huawei")
-        guard let kind = SubscriberKind(rawValue: kindText) else {
-            throw .badRequest("unknown kind '\(kindText.prefix(64))': use mobile or huawei")
+        let kindText = try string("kind", "mobile, huawei or apns")
+        // A device's push token is replaced by its provider; a webhook's destination or a browser's subscription is not
+        // a token.
+        guard let kind = SubscriberKind(rawValue: kindText), [.mobile, .huawei, .apns].contains(kind) else {
+            throw .badRequest("unknown kind '\(kindText.prefix(64))': use mobile, huawei or apns")
         }
-        let old = try string("oldContext", "the device's former push token")
-        let new = try string("newContext", "the device's new push token")
+        var old = try string("oldContext", "the device's former push token")
+        var new = try string("newContext", "the device's new push token")
         for (key, token) in [("oldContext", old), ("newContext", new)] {
             guard !token.isEmpty else { throw .badRequest("'\(key)' must not be empty") }
             try validateDeviceID(token)
+        }
+        if kind == .apns {
+            old = try V2Routes.apnsDeviceToken(old)
+            new = try V2Routes.apnsDeviceToken(new)
         }
         self.init(kind: kind, oldContext: old, newContext: new)
     }

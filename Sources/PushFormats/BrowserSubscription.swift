@@ -52,6 +52,8 @@ public struct BrowserSubscription: Sendable, Equatable {
         } catch {
             throw Invalid("'context.endpoint': \(error.description)")
         }
+        // As browsers write it (the VAPID audience is read from it).
+        guard endpoint.hasPrefix("https://") else { throw Invalid("'context.endpoint' must start with https:// (lowercase)") }
         guard case .object(let keys)? = object["keys"] else {
             throw Invalid("'context.keys' must be an object with 'p256dh' and 'auth'")
         }

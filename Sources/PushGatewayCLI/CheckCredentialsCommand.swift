@@ -6,12 +6,15 @@ import Logging
 struct CheckCredentialsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "check-credentials",
-        abstract: "Check an app's settings and its FCM/HMS credentials with a dry run (nothing is delivered)",
+        abstract: "Check an app's settings and its FCM, HMS, APNs and Web Push credentials (nothing is delivered)",
         discussion: """
             Reads the configuration as `run` does (--config or $PUSH_GATEWAY_CONFIG, then PUSH_* variables), compiles \
             the app's settings, fetches an OAuth access token from each provider the app uses, and sends one dry-run \
             message: FCM `validate_only`, HMS `validate_only: true`. Without --fcm-token / --hms-token the dry run \
             addresses a placeholder device token, which the provider refuses after accepting our credentials. \
+            APNs: a provider token signed with the .p8 key and one background push to a placeholder device token, \
+            which APNs refuses (BadDeviceToken) after accepting the token and the bundle id. Web Push: the VAPID key \
+            signs a token that verifies with its public half, printed as the applicationServerKey. \
             Exit status: 0 when every check passed, 1 when one failed, 2 when the configuration cannot be read.
             """)
 
