@@ -17,18 +17,22 @@ final class APNsClientTests: XCTestCase {
     private static let bundle = "com.example.app"
     private static let device = String(repeating: "ab", count: 32)
 
-    func testAProviderTokenRefusedIsRenewedOnlyOnceAppleAllowsANewOne() async throws {
-        let fake: FakeServerProcess
+    /// The fake with this team's key (written to its directory as `AuthKey.p8`) and bundle id.
+    private static func startFake() throws -> FakeServerProcess {
         do {
-            fake = try FakeServerProcess(script: "fake_apns.py") { directory in
+            return try FakeServerProcess(script: "fake_apns.py") { directory in
                 [
-                    "--tls-self-signed", directory.path, "--team", Self.team, "--key-id", Self.keyID, "--bundle-id", Self.bundle,
+                    "--tls-self-signed", directory.path, "--team", team, "--key-id", keyID, "--bundle-id", bundle,
                     "--p8-out", directory.appendingPathComponent("AuthKey.p8").path,
                 ]
             }
         } catch {
             throw XCTSkip("fake APNs unavailable: \(error)")
         }
+    }
+
+    func testAProviderTokenRefusedIsRenewedOnlyOnceAppleAllowsANewOne() async throws {
+        let fake = try Self.startFake()
         defer { fake.stop() }
         let http = try HTTPClient(configuration: HTTPClientConfiguration(), logger: Logger(label: "test"))
         // Forty minutes ago: every token stays within Apple's hour, never in the future.
@@ -80,17 +84,7 @@ final class APNsClientTests: XCTestCase {
     }
 
     func testApplesAnswersAreClassified() async throws {
-        let fake: FakeServerProcess
-        do {
-            fake = try FakeServerProcess(script: "fake_apns.py") { directory in
-                [
-                    "--tls-self-signed", directory.path, "--team", Self.team, "--key-id", Self.keyID, "--bundle-id", Self.bundle,
-                    "--p8-out", directory.appendingPathComponent("AuthKey.p8").path,
-                ]
-            }
-        } catch {
-            throw XCTSkip("fake APNs unavailable: \(error)")
-        }
+        let fake = try Self.startFake()
         defer { fake.stop() }
         let http = try HTTPClient(configuration: HTTPClientConfiguration(), logger: Logger(label: "test"))
         let key = try ECPrivateKey(pem: String(contentsOfFile: try fake.announced("p8"), encoding: .utf8))

@@ -22,18 +22,21 @@ import time
 
 import jwt
 import pytest
-import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from payloads import no_data, raw_member, serialise_data, value as value_payload
 from procutil import wait_for
+from v2_api import V2Api, metric, wait_metric  # noqa: E402
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fakes")))
 from fake_apns import FakeAPNsServer, public_pem, write_p8  # noqa: E402
 from fake_fcm import make_self_signed_cert  # noqa: E402
 
 SECRET = "apns-tests-hs256-secret-of-enough-length"
+_api = V2Api(SECRET)
+hs, api_url, subscribe, created, get, served = _api.hs, V2Api.url, _api.subscribe, _api.created, _api.get, _api.served
+
 TEAM = "TEAM123456"
 KEY_ID = "KEY1234567"
 DEV_KEY_ID = "DEVKEY0001"
@@ -41,10 +44,6 @@ BUNDLE = "com.example.app"
 DEV_BUNDLE = "com.example.app.dev"
 PREFIX = b'{"aps":{"content-available":1},"data":'
 REASON_STATUS = {"InvalidProviderToken": 403, "TopicDisallowed": 400}
-
-
-def hs(uid: str) -> str:
-    return jwt.encode({"uid": uid, "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
 
 
 def device_token() -> str:
@@ -108,43 +107,6 @@ def settings(stack, app: str, key: TeamKey, bundle: str = BUNDLE, environment: s
             "authKeys": [{"alg": "HS256", "secret": SECRET}],
             "apns": {"teamId": key.team_id, "keyId": key.key_id, "keyFile": key.path, "bundleId": bundle,
                      "environment": environment, **extra}}
-
-
-def api_url(stack, app: str, uid: str, sid: str = "") -> str:
-    return f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/{uid}" + (f"/{sid}" if sid else "")
-
-
-def subscribe(stack, app: str, body: dict, uid: str = "alice") -> requests.Response:
-    return requests.post(api_url(stack, app, uid), json=body, headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
-
-
-def created(stack, app: str, body: dict, uid: str = "alice") -> dict:
-    r = subscribe(stack, app, body, uid)
-    assert r.status_code == 201, f"POST {body}: {r.status_code} {r.text}"
-    return r.json()
-
-
-def get(stack, app: str, sid: str, uid: str = "alice") -> requests.Response:
-    return requests.get(api_url(stack, app, uid, sid), headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
-
-
-def served(stack, app: str) -> None:
-    wait_for(lambda: requests.get(api_url(stack, app, "probe"), headers={"Authorization": f"Bearer {hs('probe')}"},
-                                  timeout=10).status_code == 200,
-             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
-
-
-def metric(stack, name: str, **labels) -> float:
-    total = 0.0
-    for s in stack.gateway.metrics():
-        if s.name == name and all(f'{k}="{v}"' in s.labels for k, v in labels.items()):
-            total += s.value
-    return total
-
-
-def wait_metric(stack, name: str, at_least: float, **labels) -> float:
-    return wait_for(lambda: (lambda v: v if v >= at_least else None)(metric(stack, name, **labels)), timeout=30,
-                    what=f"{name}{labels} >= {at_least}", on_timeout=stack.gateway.tails)
 
 
 def wait_received(stack, server: FakeAPNsServer, token: str, n: int, accepted: bool = True,

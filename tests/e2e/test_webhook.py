@@ -11,56 +11,28 @@ import json
 import os
 import socket
 import sys
-import time
 
-import jwt
 import pytest
 import requests
 
 from procutil import wait_for
+from v2_api import V2Api, metric  # noqa: E402
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fakes")))
 from fake_fcm import make_self_signed_cert  # noqa: E402
 from fake_webhook import FakeWebhookReceiver  # noqa: E402
 
 SECRET = "webhook-tests-hs256-secret-of-enough-length"
+_api = V2Api(SECRET)
+hs, api_url, subscribe, get, served = _api.hs, V2Api.url, _api.subscribe, _api.get, _api.served
+
 WHSEC = "whsec_" + base64.b64encode(b"k" * 32).decode()
 WHSEC_NEW = "whsec_" + base64.b64encode(os.urandom(48)).decode()
-
-
-def hs(uid: str) -> str:
-    return jwt.encode({"uid": uid, "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
 
 
 def settings(stack, app: str, **webhook) -> dict:
     return {"enabled": True, "fcmServiceAccountFile": stack.fake.service_account_file(app),
             "authKeys": [{"alg": "HS256", "secret": SECRET}], "webhook": webhook}
-
-
-def api_url(stack, app: str, uid: str, sid: str = "") -> str:
-    return f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/{uid}" + (f"/{sid}" if sid else "")
-
-
-def subscribe(stack, app: str, body: dict, uid: str = "alice") -> requests.Response:
-    return requests.post(api_url(stack, app, uid), json=body, headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
-
-
-def get(stack, app: str, sid: str, uid: str = "alice") -> requests.Response:
-    return requests.get(api_url(stack, app, uid, sid), headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
-
-
-def served(stack, app: str) -> None:
-    wait_for(lambda: requests.get(api_url(stack, app, "probe"), headers={"Authorization": f"Bearer {hs('probe')}"},
-                                  timeout=10).status_code == 200,
-             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
-
-
-def metric(stack, name: str, **labels) -> float:
-    total = 0.0
-    for s in stack.gateway.metrics():
-        if s.name == name and all(f'{k}="{v}"' in s.labels for k, v in labels.items()):
-            total += s.value
-    return total
 
 
 @pytest.fixture

@@ -16,28 +16,26 @@ import json
 import os
 import socket
 import sys
-import time
 
 import jwt
 import pytest
-import requests
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from payloads import no_data, raw_member, serialise_data, value as value_payload
 from procutil import wait_for
+from v2_api import V2Api, metric, wait_metric  # noqa: E402
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fakes")))
 from fake_fcm import make_self_signed_cert  # noqa: E402
 from fake_webpush import Browser, FakePushService, b64u, b64u_decode, parse_vapid, uncompressed_point  # noqa: E402
 
 SECRET = "webpush-tests-hs256-secret-of-enough-length"
+_api = V2Api(SECRET)
+hs, api_url, subscribe, created, get, served = _api.hs, V2Api.url, _api.subscribe, _api.created, _api.get, _api.served
+
 SUBJECT = "mailto:ops@example.com"
 PUBLIC_ENDPOINT = "https://push.example.com/wpush/send/abc123"
-
-
-def hs(uid: str) -> str:
-    return jwt.encode({"uid": uid, "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
 
 
 class Vapid:
@@ -68,43 +66,6 @@ def settings(stack, app: str, vapid: Vapid, **web_push) -> dict:
     return {"enabled": True, "fcmServiceAccountFile": stack.fake.service_account_file(app),
             "authKeys": [{"alg": "HS256", "secret": SECRET}],
             "webPush": {"vapidKeyFile": vapid.path, "subject": SUBJECT, **web_push}}
-
-
-def api_url(stack, app: str, uid: str, sid: str = "") -> str:
-    return f"{stack.gateway.base}/datasync/v2/{app}/subscriptions/{uid}" + (f"/{sid}" if sid else "")
-
-
-def subscribe(stack, app: str, body: dict, uid: str = "alice") -> requests.Response:
-    return requests.post(api_url(stack, app, uid), json=body, headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
-
-
-def created(stack, app: str, body: dict, uid: str = "alice") -> dict:
-    r = subscribe(stack, app, body, uid)
-    assert r.status_code == 201, f"POST {body}: {r.status_code} {r.text}"
-    return r.json()
-
-
-def get(stack, app: str, sid: str, uid: str = "alice") -> requests.Response:
-    return requests.get(api_url(stack, app, uid, sid), headers={"Authorization": f"Bearer {hs(uid)}"}, timeout=10)
-
-
-def served(stack, app: str) -> None:
-    wait_for(lambda: requests.get(api_url(stack, app, "probe"), headers={"Authorization": f"Bearer {hs('probe')}"},
-                                  timeout=10).status_code == 200,
-             timeout=20, what=f"app {app} to be served", on_timeout=stack.gateway.tails)
-
-
-def metric(stack, name: str, **labels) -> float:
-    total = 0.0
-    for s in stack.gateway.metrics():
-        if s.name == name and all(f'{k}="{v}"' in s.labels for k, v in labels.items()):
-            total += s.value
-    return total
-
-
-def wait_metric(stack, name: str, at_least: float, **labels) -> float:
-    return wait_for(lambda: (lambda v: v if v >= at_least else None)(metric(stack, name, **labels)), timeout=30,
-                    what=f"{name}{labels} >= {at_least}", on_timeout=stack.gateway.tails)
 
 
 def wait_accepted(stack, service: FakePushService, path: str, n: int, timeout: float = 30) -> list[dict]:
