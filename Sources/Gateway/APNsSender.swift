@@ -44,10 +44,7 @@ final class APNsSender: PushSender {
             guardrail.withLock { $0.record(token: token, invalid: false, now: now) }
             return outcome
         case .failed(var failure) where failure.reason == "BadDeviceToken" || failure.reason == "DeviceTokenNotForTopic":
-            let trusted = guardrail.withLock { guardrail in
-                guardrail.record(token: token, invalid: true, now: now)
-                return guardrail.singleDeviceFailureIsCredible(now: now)
-            }
+            let trusted = guardrail.withLock { $0.refusalIsCredible(token: token, now: now) }
             if !trusted { failure.classification = .ourFault }
             return .failed(failure)
         case .failed:

@@ -37,10 +37,7 @@ public final class HMSSender: PushSender {
             let reason = error.code.map { "hms_\($0.rawValue)" } ?? "hms_\(error.source)"
             var classification = error.classification
             if error.isAllTokensInvalid {
-                let trusted = guardrail.withLock { guardrail in
-                    guardrail.record(token: token, invalid: true, now: now)
-                    return guardrail.singleDeviceFailureIsCredible(now: now)
-                }
+                let trusted = guardrail.withLock { $0.refusalIsCredible(token: token, now: now) }
                 if !trusted { classification = .ourFault }
             }
             return .failed(

@@ -18,6 +18,13 @@ struct MassFailureGuard {
         }
     }
 
+    /// Records that `token` was refused as invalid and answers whether that can be believed about the device
+    /// (``singleDeviceFailureIsCredible(now:)``).
+    mutating func refusalIsCredible(token: String, now: Double) -> Bool {
+        record(token: token, invalid: true, now: now)
+        return singleDeviceFailureIsCredible(now: now)
+    }
+
     /// True when an invalid-token answer can be believed to be about that device: the project reached some
     /// device recently, and at most half of the devices it answered for were last refused as invalid.
     func singleDeviceFailureIsCredible(now: Double) -> Bool {

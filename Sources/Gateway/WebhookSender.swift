@@ -24,7 +24,8 @@ final class WebhookSender: PushSender {
     func gate(token: String) -> DeliveryQueue.Gate { Self.gate(project: project, token: token, limit: maxInFlightPerHost) }
 
     static func gate(project: String, token: String, limit: Int) -> DeliveryQueue.Gate {
-        .outsideHost(of: SubscriberKey(kind: .webhook, token: token).destination, project: project, limit: limit)
+        let host = (try? WebhookURL(String(SubscriberKey(kind: .webhook, token: token).destination)))?.host ?? ""
+        return DeliveryQueue.Gate(key: project + "/" + host, limit: limit)
     }
 
     /// The `webhook-id` of a notification: `msg_` and 22 characters of a hash of what caused it (the change
@@ -51,14 +52,5 @@ final class WebhookSender: PushSender {
     ) async -> DeliveryOutcome {
         let destination = String(SubscriberKey(kind: .webhook, token: token).destination)
         return await client.send(destination: destination, messageID: messageID, body: payload, submission: submission)
-    }
-}
-
-extension DeliveryQueue.Gate {
-    /// `project`'s places at the host of `url` (a webhook destination): the host name as written,
-    /// lowercased by ``WebhookURL`` (not the address it resolves to), `limit` places.
-    static func outsideHost(of url: Substring, project: String, limit: Int) -> DeliveryQueue.Gate {
-        let host = (try? WebhookURL(String(url)))?.host ?? ""
-        return DeliveryQueue.Gate(key: project + "/" + host, limit: limit)
     }
 }
