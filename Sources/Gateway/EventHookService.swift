@@ -10,7 +10,7 @@ import Synchronization
 /// Sends each app's event hook (docs/DELIVERY.md, "The app's event hook"): what happened to its subscriptions
 /// (revoked, expired, dead token), as signed Standard Webhooks POSTs to the app's `eventHook.url`.
 ///
-/// - Input: ``record(_:)``, called by a partition's driver under the partition's lock with each ended
+/// - Input: ``record(_:)``, called by a partition's driver, as it issues the partition's ordered actions, with each ended
 ///   subscription once its tombstone is stored, in that order (``PartitionAction/subscriptionEnded(_:)``). It only
 ///   builds the body and queues it (its own lock, a metric): notification delivery and the partition never wait
 ///   for the hook.

@@ -15,8 +15,8 @@ struct PartitionHooks: Sendable {
     /// A change event's ticket is released by a write it waited for (``EventTickets/release(_:)``).
     var releaseTicket: @Sendable (_ ticket: UInt64) -> Void = { _ in }
     /// A subscription ended (revoked, or its token dead) and its tombstone is stored: queued for its app's event
-    /// hook (``EventHookService``). Called under the partition's lock, in the order of the tombstones: it must only
-    /// queue.
+    /// hook (``EventHookService``). Called while the partition's ordered actions are issued (one thread at a time), in the order of the
+    /// tombstones: it must only queue.
     var subscriptionEnded: @Sendable (_ ended: EndedSubscription) -> Void = { _ in }
     var metrics: GatewayMetrics? = nil
     /// How long a confirmation of ownership stays current for sending notifications (nanoseconds).

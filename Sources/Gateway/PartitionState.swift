@@ -10,12 +10,16 @@ import Synchronization
 /// Drives one partition's ``PartitionMachine``: turns calls, acknowledgements, timers and gap reads into its
 /// inputs, and does what its actions say.
 ///
-/// The machine decides everything; this type only executes. Each input runs under the partition's lock, and the
-/// actions whose order is the log's or a subscription line's (produce, deliver, retain a ticket) are issued
-/// before the lock is released, in the order returned: they never block and never call back into a partition
-/// (a produce's acknowledgement comes later, on the producer's thread, as a new input; an ended subscription is only
-/// queued for its app's event hook). Everything else (answers
-/// to callers, timers, gap reads, logs, releases of tickets) runs after the lock is released.
+/// The machine decides everything; this type only executes, and never under the partition's lock: the lock
+/// guards the machine's inputs and the queue of actions decided but not yet issued, nothing else, so it is a leaf
+/// of the lock order (nothing is called while it is held). The actions whose order is the log's or a subscription
+/// line's (produce, deliver, retain a ticket, an ended subscription: ``PartitionAction/isOrdered``) are issued in
+/// decision order by one thread at a time: each input queues its batch under the lock, and the caller that finds
+/// no drain running issues the queue, batch after batch, with the lock released; a caller whose batch another
+/// thread issues waits for it. So when an input returns, its actions and every earlier input's are issued, as when
+/// they were issued under the lock; meanwhile other inputs (a write's acknowledgement, an API call) are decided.
+/// Everything else (answers to callers, timers, gap reads, logs, releases of tickets) runs after the caller's
+/// batch is issued.
 final class PartitionState: Sendable {
     typealias Machine = PartitionMachine
     typealias Action = PartitionAction
@@ -23,7 +27,11 @@ final class PartitionState: Sendable {
     let partition: Int32
     private let topic: String
     private let sink: any RecordSink
+    /// The partition's lock: its inputs run under it.
     private let machine: Mutex<Machine>
+    /// The ordered actions decided and not issued yet. Its lock is taken under the machine's (to queue a batch in
+    /// decision order) or alone (to take the batches out), and nothing is called while it is held.
+    private let outbox = Mutex(Outbox())
     /// Lock-free copies of the role and of the fence's last confirmation (``PartitionMachine/confirmationStamp``),
     /// updated at the end of every input.
     private let roleCode: Atomic<UInt8>
@@ -34,6 +42,48 @@ final class PartitionState: Sendable {
     private let logger: Logger
     /// Failed writes are logged at most once per error code and interval, over all partitions.
     private static let failureLog = LogLimiter()
+
+    /// Where the ordered actions of an input go: the delivery service, the event tickets, and what an event's
+    /// notifications carry with them.
+    private struct Destination: Sendable {
+        var tickets: EventTickets?
+        var delivery: (any DeliveryInput)?
+        /// The app's settings the notifications were made with (an event's): the delivery service chooses their
+        /// lanes by it.
+        var profile: AppProfile?
+        /// When the record being matched was fetched (``PendingNotification/fetchedAt``), 0 for other inputs.
+        var fetchedAt: UInt64 = 0
+
+        static let none = Destination()
+    }
+
+    /// One input's ordered actions, queued in decision order.
+    private struct Batch: Sendable {
+        var actions: [Action]
+        /// Its unordered actions, when the draining thread performs them once its drain ends (an input made on
+        /// that thread while it drains: a producer's refusal fed back as an acknowledgement).
+        var later: [Action] = []
+        var destination: Destination
+        /// Signalled once the batch is issued, for a caller that waits while another thread issues it.
+        var issued: DispatchSemaphore?
+    }
+
+    private struct Outbox {
+        /// Batches decided and not yet issued, oldest first.
+        var batches: [Batch] = []
+        /// The thread issuing the batches, if one is.
+        var drainer: pthread_t?
+    }
+
+    /// What the caller of an input does once the lock is released.
+    private enum Turn: Sendable {
+        /// Nothing of it is queued, and nothing before it is unissued.
+        case none
+        /// Issue the outbox (this input's batch and any queued after it).
+        case drain
+        /// Wait until another thread has issued this input's batch.
+        case wait(DispatchSemaphore)
+    }
 
     init(
         partition: Int32, topic: String, role: PartitionRole, sink: any RecordSink, hooks: PartitionHooks = PartitionHooks(), logger: Logger,
@@ -51,55 +101,107 @@ final class PartitionState: Sendable {
 
     // MARK: Driving the machine
 
-    /// Runs one input under the lock: `body` returns the machine's actions (and a value); the ordered ones are
-    /// issued before the lock is released, the others after. `profile`: the app's settings the notifications of
-    /// this input were made with (an event's), handed to `delivery` with them (it chooses their lanes by it).
-    private func input<Value>(
-        tickets: EventTickets? = nil, delivery: (any DeliveryInput)? = nil, profile: AppProfile? = nil, fetchedAt: UInt64 = 0,
-        _ body: (inout Machine) -> (Value, [Action])
-    ) -> Value {
+    /// Runs one input under the lock: `body` returns the machine's actions (and a value). Its ordered actions are
+    /// queued there and issued after the lock is released (``Turn``); the others are performed once they are.
+    private func input<Value>(to destination: Destination = .none, _ body: (inout Machine) -> (Value, [Action])) -> Value {
+        var turn = Turn.none
         var later: [Action] = []
         let value = machine.withLock { machine -> Value in
             let (value, actions) = body(&machine)
-            issue(actions, in: &machine, tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt, later: &later)
-            roleCode.store(machine.contents.role.code, ordering: .releasing)
-            confirmation.store(machine.confirmationStamp, ordering: .releasing)
+            publish(machine)
+            (turn, later) = queue(actions, to: destination)
             return value
+        }
+        switch turn {
+        case .none: break
+        case .drain: drain()
+        case .wait(let issued): issued.wait()
         }
         perform(later)
         return value
     }
 
-    private func input(tickets: EventTickets? = nil, delivery: (any DeliveryInput)? = nil, _ body: (inout Machine) -> [Action]) {
-        input(tickets: tickets, delivery: delivery) { machine -> ((), [Action]) in ((), body(&machine)) }
+    private func input(to destination: Destination = .none, _ body: (inout Machine) -> [Action]) {
+        input(to: destination) { machine -> ((), [Action]) in ((), body(&machine)) }
     }
 
-    /// Issues the ordered actions now (under the lock), keeps the others for after it. `fetchedAt`: when the record
-    /// being matched was fetched (``PendingNotification/fetchedAt``), 0 for other inputs.
-    private func issue(
-        _ actions: [Action], in machine: inout Machine, tickets: EventTickets?, delivery: (any DeliveryInput)?,
-        profile: AppProfile? = nil, fetchedAt: UInt64 = 0, later: inout [Action]
-    ) {
+    /// The lock-free copies of the role and the confirmation (under the lock, after each input).
+    private func publish(_ machine: Machine) {
+        roleCode.store(machine.contents.role.code, ordering: .releasing)
+        confirmation.store(machine.confirmationStamp, ordering: .releasing)
+    }
+
+    /// Queues `actions`' ordered ones as one batch, and says what the caller does next and what it performs after.
+    /// An input whose actions are all unordered waits too while earlier batches are being issued: what it performs
+    /// (a supersession's abandonment, an answer) comes after everything decided before it.
+    private func queue(_ actions: [Action], to destination: Destination) -> (Turn, later: [Action]) {
+        var ordered: [Action] = []
+        var later: [Action] = []
         for action in actions {
+            if action.isOrdered { ordered.append(action) } else { later.append(action) }
+        }
+        return outbox.withLock { outbox -> (Turn, later: [Action]) in
+            guard let drainer = outbox.drainer else {
+                guard !ordered.isEmpty else { return (.none, later) }
+                outbox.batches.append(Batch(actions: ordered, destination: destination))
+                outbox.drainer = pthread_self()
+                return (.drain, later)
+            }
+            guard !actions.isEmpty else { return (.none, []) }
+            if pthread_equal(drainer, pthread_self()) != 0 {
+                // Made by the draining thread itself: queued with everything, for its drain to do.
+                outbox.batches.append(Batch(actions: ordered, later: later, destination: destination))
+                return (.none, [])
+            }
+            let issued = DispatchSemaphore(value: 0)
+            outbox.batches.append(Batch(actions: ordered, destination: destination, issued: issued))
+            return (.wait(issued), later)
+        }
+    }
+
+    /// Issues the outbox until it is empty (the lock released while issuing), then ends the drain. The other
+    /// actions of inputs made on this thread meanwhile are performed once the drain has ended: nothing but
+    /// issuing happens while this thread holds the drain, so nothing it performs can wait for the drain.
+    private func drain() {
+        var deferred: [Action] = []
+        while true {
+            let batches = outbox.withLock { outbox -> [Batch] in
+                if outbox.batches.isEmpty { outbox.drainer = nil }
+                defer { outbox.batches = [] }
+                return outbox.batches
+            }
+            if batches.isEmpty { break }
+            for batch in batches {
+                issue(batch)
+                deferred += batch.later
+                batch.issued?.signal()
+            }
+        }
+        perform(deferred)
+    }
+
+    /// Issues one batch's actions, in order. A record the producer refuses at once is fed back to the machine as
+    /// its acknowledgement; what that decides is queued behind the batches already there, for this drain.
+    private func issue(_ batch: Batch) {
+        let destination = batch.destination
+        for action in batch.actions {
             switch action {
             case .produce(let sequence, let key, let value, let tag):
                 let record = KafkaRecord(
                     topic: topic, partition: partition, key: key, value: value,
                     headers: tag.map { [KafkaHeader(name: OwnerTag.header, value: $0)] } ?? [])
                 if let error = sink.produce(record, completion: { [self] result in acknowledged(sequence, result) }) {
-                    // Refused at once: the machine hears of it as an acknowledgement, before anything else.
-                    let next = machine.writeAcknowledged(sequence, .failure(Self.failure(error)), uptime: Uptime.now)
-                    issue(next, in: &machine, tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt, later: &later)
+                    input(to: destination) { $0.writeAcknowledged(sequence, .failure(Self.failure(error)), uptime: Uptime.now) }
                 }
             case .deliver(let notifications):
-                delivery?.enqueue(notifications, fetchedAt: fetchedAt, profile: profile)
+                destination.delivery?.enqueue(notifications, fetchedAt: destination.fetchedAt, profile: destination.profile)
             case .retainTicket(let ticket, let count):
-                tickets?.retain(ticket, count: count)
+                destination.tickets?.retain(ticket, count: count)
             case .subscriptionEnded(let ended):
                 // Queued (never sent) here: the event hook takes only its own lock and never waits.
                 hooks.subscriptionEnded(ended)
             default:
-                later.append(action)
+                assertionFailure("not an ordered action: \(action)")
             }
         }
     }
@@ -113,7 +215,7 @@ final class PartitionState: Sendable {
         for action in actions {
             switch action {
             case .produce, .deliver, .retainTicket, .subscriptionEnded:
-                assertionFailure("issued under the lock")
+                assertionFailure("issued in order by the drain")
             case .releaseTicket(let ticket):
                 hooks.releaseTicket(ticket)
             case .settle(let callback, let stored, let maybeStored):
@@ -401,7 +503,7 @@ final class PartitionState: Sendable {
         app name: String, delivery: any DeliveryInput, now: Double,
         select: (AppData) -> [(RevocationReason, [Subscription])]
     ) -> (counts: [(RevocationReason, Int)], afterOffset: Int64) {
-        input(delivery: delivery) { machine -> ((counts: [(RevocationReason, Int)], afterOffset: Int64), [Action]) in
+        input(to: Destination(delivery: delivery)) { machine -> ((counts: [(RevocationReason, Int)], afterOffset: Int64), [Action]) in
             let result = machine.revoke(app: name, now: now, uptime: Uptime.now, select: select)
             return ((result.counts, result.afterOffset), result.actions)
         }
@@ -422,7 +524,7 @@ final class PartitionState: Sendable {
         _ event: ChangeEvent, offset: Int64, profile: AppProfile, now: Int64, eventTime: Double?, fetchedAt: UInt64 = 0,
         ticket: UInt64, tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
     ) -> EventOutcome {
-        input(tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt) { machine -> (EventOutcome, [Action]) in
+        input(to: Destination(tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt)) { machine -> (EventOutcome, [Action]) in
             machine.match(
                 event, offset: offset, shadowLimit: profile.settings.shadowMaxBytes, now: now, eventTime: eventTime, ticket: ticket,
                 uptime: Uptime.now
@@ -438,7 +540,7 @@ final class PartitionState: Sendable {
         _ notification: UserNotification, profile: AppProfile, now: Int64, eventTime: Double?, fetchedAt: UInt64 = 0,
         ticket: UInt64, tickets: EventTickets, delivery: any DeliveryInput, payloads: PayloadBuilder
     ) -> Int {
-        input(tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt) { machine -> (Int, [Action]) in
+        input(to: Destination(tickets: tickets, delivery: delivery, profile: profile, fetchedAt: fetchedAt)) { machine -> (Int, [Action]) in
             machine.notifyUser(notification, now: now, eventTime: eventTime, ticket: ticket) { path, subscriber, content in
                 payloads.payload(profile: profile, path: path, subscriber: subscriber, format: .v1, content: content)
             }

@@ -4,7 +4,7 @@ import PushCore
 ///
 /// Order matters for the first four: the log must hold the records in decision order, each subscription's
 /// line must get its notifications in decision order, an event's ticket must be retained before anything
-/// can release it, and an app's event hook hears of its ended subscriptions in the order their tombstones are stored. A driver performs them in the order given, before the next input is taken.
+/// can release it, and an app's event hook hears of its ended subscriptions in the order their tombstones are stored. A driver issues them in the order given and in the order of the inputs (``isOrdered``).
 public enum PartitionAction: Sendable, Equatable {
     /// Produce a record to the partition, tagged with the owner's tag when there is one. Its acknowledgement comes
     /// back as ``PartitionMachine/writeAcknowledged(_:_:uptime:)``.
@@ -38,6 +38,15 @@ public enum PartitionAction: Sendable, Equatable {
     case writeFailed(WriteFailure)
     /// A shadow checkpoint was not written again: the partition moved.
     case checkpointDropped(app: String)
+
+    /// Whether the driver must issue it in decision order with the other inputs' ordered actions (produce,
+    /// deliver, retain a ticket, an ended subscription); the others need no order between inputs.
+    public var isOrdered: Bool {
+        switch self {
+        case .produce, .deliver, .retainTicket, .subscriptionEnded: return true
+        default: return false
+        }
+    }
 }
 
 /// Whoever waits for an answer of a ``PartitionMachine`` (an API call, a checkpoint's owner, a waiter): the machine

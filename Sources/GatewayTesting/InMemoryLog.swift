@@ -12,6 +12,8 @@ public final class InMemoryLog: RecordSink, Sendable {
         var holding = false
         var held: [@Sendable () -> Void] = []
         var failing = false
+        /// Produces refused at once (as librdkafka refuses a record when its queue is full), this many more.
+        var refusing = 0
         /// While set, every record is stored and reported failed with this error.
         var losing: KafkaError?
     }
@@ -43,6 +45,10 @@ public final class InMemoryLog: RecordSink, Sendable {
     /// While set, every produce fails (a broker that does not acknowledge).
     public func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
+    /// The next `count` produces are refused at once (``produce(_:completion:)`` returns the error; nothing is
+    /// stored and no acknowledgement comes), as librdkafka refuses a record while its queue is full.
+    public func refuseNext(_ count: Int) { state.withLock { $0.refusing = count } }
+
     /// While set, every record is stored but reported failed: by default as a timeout after the broker wrote it
     /// (`RD_KAFKA_RESP_ERR__MSG_TIMED_OUT`, possibly persisted); `error` reports another failure instead.
     public func setLosingAcknowledgements(_ losing: Bool, error: KafkaError? = nil) {
@@ -57,12 +63,17 @@ public final class InMemoryLog: RecordSink, Sendable {
     public func produce(
         _ record: KafkaRecord, completion: @escaping @Sendable (Result<(partition: Int32, offset: Int64), KafkaError>) -> Void
     ) -> KafkaError? {
-        let outcome = state.withLock { state -> (@Sendable () -> Void)? in
-            guard let count = state.partitions[record.topic] else { return nil }
+        let refused = KafkaError(code: -184, message: "in-memory log: queue full")
+        let outcome = state.withLock { state -> Result<@Sendable () -> Void, KafkaError> in
+            guard let count = state.partitions[record.topic] else { return .failure(KafkaError(message: "unknown topic \(record.topic)")) }
+            if state.refusing > 0 {
+                state.refusing -= 1
+                return .failure(refused)
+            }
             if state.failing {
                 let acknowledge: @Sendable () -> Void = { completion(.failure(KafkaError(message: "in-memory log failing"))) }
-                if state.holding { state.held.append(acknowledge) } else { return acknowledge }
-                return { }
+                if state.holding { state.held.append(acknowledge) } else { return .success(acknowledge) }
+                return .success({ })
             }
             let partition = record.partition >= 0 ? record.partition : Int32(abs((record.key ?? []).reduce(0) { $0 &* 31 &+ Int($1) }) % Int(count))
             let topicPartition = TopicPartition(topic: record.topic, partition: partition)
@@ -79,13 +90,16 @@ public final class InMemoryLog: RecordSink, Sendable {
             }
             if state.holding {
                 state.held.append(acknowledge)
-                return { }
+                return .success({ })
             }
-            return acknowledge
+            return .success(acknowledge)
         }
-        guard let outcome else { return KafkaError(message: "unknown topic \(record.topic)") }
-        acknowledgements.async(execute: outcome)
-        return nil
+        switch outcome {
+        case .failure(let error): return error
+        case .success(let acknowledge):
+            acknowledgements.async(execute: acknowledge)
+            return nil
+        }
     }
 
     /// A reader of assigned partitions of this log.
