@@ -304,11 +304,12 @@ final class StateStore: Service, Sendable {
     private func tail() {
         let limiter = LogLimiter()
         let workers = PartitionWorkers(count: 0, label: "state-worker", maxQueued: Self.groupsInFlight)
-        var batch: [KafkaRecord] = []
-        batch.reserveCapacity(Self.batchLimit)
         while !stopping.load(ordering: .relaxed) {
             var timeout: Int32 = 100
-            taking: while batch.count < Self.batchLimit {
+            // Grouped by partition as they are taken (each record moved once, not copied into a batch first).
+            var byPartition: [Int32: [KafkaRecord]] = [:]
+            var taken = 0
+            taking: while taken < Self.batchLimit {
                 switch consumer.poll(timeoutMs: timeout) {
                 case .none:
                     break taking
@@ -318,15 +319,13 @@ final class StateStore: Service, Sendable {
                     }
                     break taking
                 case .record(let record):
-                    batch.append(record)
+                    taken += 1
+                    if record.topic == topic { byPartition[record.partition, default: []].append(record) }
                     timeout = 0
                 }
             }
-            guard !batch.isEmpty else { continue }
+            guard taken > 0 else { continue }
             health?.reachable()
-            var byPartition: [Int32: [KafkaRecord]] = [:]
-            for record in batch where record.topic == topic { byPartition[record.partition, default: []].append(record) }
-            batch.removeAll(keepingCapacity: true)
             for (index, records) in byPartition {
                 // The partition as it is now, when its records were read: records of an assignment given up meanwhile
                 // never reach a copy loaded again later.

@@ -288,7 +288,7 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
         if let current {
             if let kind = request.kind, kind != current.subscriber.kind { throw immutable("kind") }
             if let requested = request.path, requested != current.path { throw immutable("path") }
-            if let context = request.context, !context.bytesEqual(String(current.subscriber.context)) { throw immutable("context") }
+            if let context = request.context, !Self.names(context, current.subscriber) { throw immutable("context") }
             if let destination = request.destination, !destination.bytesEqual(String(current.subscriber.destination)) {
                 throw immutable("destination")
             }
@@ -360,6 +360,14 @@ struct SubscriptionService: SubscriptionAPI, V2SubscriptionAPI {
             else { throw .notFound("no subscription '\(id.prefix(64))' for this user") }
             return ([.subscription(.deletion(app: name, path: subscription.path, subscriber: subscription.subscriber))], ())
         }
+    }
+
+    /// Whether a PUT's `context` names the subscriber's: the same bytes, or, for a body without `kind` (whose
+    /// context is read as given), the same APNs token in other letter case.
+    private static func names(_ context: String, _ subscriber: SubscriberKey) -> Bool {
+        let stored = String(subscriber.context)
+        if context.bytesEqual(stored) { return true }
+        return subscriber.kind == .apns && context.lowercased().bytesEqual(stored)
     }
 
     private func immutable(_ field: String) -> APIError {

@@ -187,7 +187,11 @@ enum V2Routes {
                 throw .badRequest(error.description)
             }
         }
-        if let value = body["context"], value != .null, request.kind == .webpush || (request.kind == nil && value.objectValue != nil) {
+        // Without a kind (a PUT naming an existing subscription), a context given as an object, or as JSON text of one,
+        // is a browser's subscription: no device id is an object.
+        if let value = body["context"], value != .null,
+            request.kind == .webpush || (request.kind == nil && (value.objectValue != nil || value.stringValue?.utf8.first == UInt8(ascii: "{")))
+        {
             do {
                 request.context = try BrowserSubscription.parse(value).token
             } catch {

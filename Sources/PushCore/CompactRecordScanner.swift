@@ -92,24 +92,31 @@ enum CompactRecordScanner {
         }
 
         /// The bytes of a string without escapes or control characters (the quotes excluded), not yet validated.
-        mutating func plainBytes() -> UnsafeBufferPointer<UInt8>? {
+        mutating func plainBytes() -> UnsafeBufferPointer<UInt8>? { plainSpan()?.bytes }
+
+        /// ``plainBytes()``, and whether they are all ASCII.
+        private mutating func plainSpan() -> (bytes: UnsafeBufferPointer<UInt8>, isASCII: Bool)? {
             guard take(.quote) else { return nil }
             let start = index
+            var high: UInt8 = 0
             while index < bytes.count {
                 let byte = bytes[index]
                 if byte == .quote {
                     index += 1
-                    return UnsafeBufferPointer(rebasing: bytes[start..<index - 1])
+                    return (UnsafeBufferPointer(rebasing: bytes[start..<index - 1]), high < 0x80)
                 }
                 if byte == .backslash || byte < 0x20 { return nil }
+                high |= byte
                 index += 1
             }
             return nil
         }
 
-        /// A string without escapes or control characters, validated as UTF-8 (as the JSON decoder does).
+        /// A string without escapes or control characters, validated as UTF-8 (as the JSON decoder does). ASCII, as
+        /// tokens, ids and most paths are, is valid as it is: only other bytes go through the validation.
         mutating func plainString() -> String? {
-            plainBytes().flatMap { String(validating: $0, as: UTF8.self) }
+            guard let (bytes, isASCII) = plainSpan() else { return nil }
+            return isASCII ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)
         }
 
         /// An integer as JSON writes it (`-?(0|[1-9][0-9]*)`), followed by `,` or `}`; nil otherwise or when it

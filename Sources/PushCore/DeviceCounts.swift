@@ -50,7 +50,9 @@ struct DeviceCounts {
 
     /// Counts one more subscription of `device`; true when the device is new (its token is now stored).
     mutating func increment(_ device: DeviceKey) -> Bool {
-        if let index = byToken.index(forKey: device.token), byToken[index].value.isOf(device.kind) {
+        // One lookup of the token in the first table (its bytes hashed once), then the insert.
+        let index = byToken.index(forKey: device.token)
+        if let index, byToken[index].value.isOf(device.kind) {
             byToken.values[index].count += 1
             return false
         }
@@ -58,7 +60,7 @@ struct DeviceCounts {
             byDevice[device] = counted + 1
             return false
         }
-        if byToken[device.token] == nil {
+        if index == nil {
             byToken[device.token] = KindCount(kind: device.kind, count: 1)
         } else {
             byDevice[device] = 1

@@ -217,6 +217,10 @@ def test_apns_background_push_over_http2_with_the_provider_token(apns, stack_fac
         assert r.status_code == 409, (spelling, r.status_code, r.text)
     got = get(stack, app, sid2)
     assert got.status_code == 200 and got.json()["context"] == t2, got.text
+    # A PUT whose body has no kind names the subscription by its token in either case too.
+    for spelling in (t2.upper(), t2):
+        r = _api.put(stack, app, sid2, {"context": spelling, "mode": "value"})
+        assert r.status_code == 200 and r.json()["context"] == t2, (spelling, r.status_code, r.text)
     # An FCM device subscribed alike (v1 noData): APNs carries the document FCM gets, byte for byte.
     phone = token_factory("phone")
     created(stack, app, {"kind": "mobile", "path": path, "mode": "noData", "format": "v1", "context": phone})

@@ -174,6 +174,10 @@ def test_webpush_delivered_encrypted_with_vapid_ttl_urgency_and_topic(stack_fact
     assert r.status_code == 409, r.text
     got = get(stack, app, sid1)
     assert got.status_code == 200 and got.json()["context"] == stored_context(ep1, browser1), got.text
+    # A PUT whose body has no kind names the subscription by its context as an object or as JSON text.
+    for context in (browser1.subscription(ep1), json.dumps(browser1.subscription(ep1))):
+        r = _api.put(stack, app, sid1, {"context": context, "mode": "noData"})
+        assert r.status_code == 200 and r.json()["context"] == stored_context(ep1, browser1), (r.status_code, r.text)
     # An FCM device subscribed alike (v1 noData): the browser reads the document FCM gets, byte for byte.
     phone = token_factory("phone")
     created(stack, app, {"kind": "mobile", "path": path, "mode": "noData", "format": "v1", "context": phone})

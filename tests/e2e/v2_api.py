@@ -33,6 +33,10 @@ class V2Api:
         assert r.status_code == 201, f"POST {body}: {r.status_code} {r.text}"
         return r.json()
 
+    def put(self, stack, app: str, sid: str, body: dict, uid: str = "alice") -> requests.Response:
+        return requests.put(self.url(stack, app, uid, sid), json=body, headers={"Authorization": f"Bearer {self.hs(uid)}"},
+                            timeout=10)
+
     def get(self, stack, app: str, sid: str, uid: str = "alice") -> requests.Response:
         return requests.get(self.url(stack, app, uid, sid), headers={"Authorization": f"Bearer {self.hs(uid)}"}, timeout=10)
 
