@@ -149,10 +149,8 @@ public struct GatewayConfiguration: Decodable, Sendable, Equatable {
         /// alone pauses, until they drain to half. 0: derived from `maxInFlightRecords` (``InFlightShare/derived(maxInFlight:floor:)``).
         public var maxInFlightRecordsPerPartition = 0
         /// Threads that match change records, each partition always on the same one (so in order), partitions
-        /// spread over them. 0: one per core. 1 by default: with the delivery path shared by all partitions, more
-        /// matching threads only take the cores the sends need (Benchmarks/README.md, "Partitions matched in
-        /// parallel").
-        public var workers = 1
+        /// spread over them. 0 (the default): one per core (Benchmarks/README.md, "Matching on every core").
+        public var workers = 0
         /// A start that cannot read the topics' metadata within this bound fails (non-zero exit, the cause on
         /// one line).
         public var startupTimeoutSeconds = 30
