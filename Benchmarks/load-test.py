@@ -75,6 +75,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
@@ -174,6 +175,26 @@ def histogram_quantiles(before: str, after: str, name: str) -> dict | None:
         return round(value, 3) if value != float("inf") else f">{last:g}"
 
     return {"n": int(total), "p50": shown(0.5), "p90": shown(0.9), "p99": shown(0.99), "p999": shown(0.999)}
+
+
+def perf_top(path: str, pid: int, us_per_notification: float, n: int = 10) -> list:
+    """The `n` functions of process `pid` with the most self time in a `perf record` file: each its share of the
+    process's samples and that share of its CPU per notification (µs)."""
+    out = subprocess.run(
+        ["perf", "report", "-i", path, "--pid", str(pid), "--no-children", "--sort", "symbol", "--stdio",
+         "--percentage", "relative", "-g", "none"],
+        capture_output=True, text=True, timeout=300).stdout
+    top = []
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) != 2 or not parts[0].endswith("%") or line.lstrip().startswith("#"):
+            continue
+        share = float(parts[0].rstrip("%"))
+        symbol = parts[1].split("] ", 1)[-1].strip()
+        top.append({"self_percent": share, "us": round(us_per_notification * share / 100, 2), "symbol": symbol[:160]})
+        if len(top) == n:
+            break
+    return top
 
 
 def app_ids(count: int) -> list[str]:
@@ -401,6 +422,10 @@ def main() -> int:
                     help="fcm.maxSendsPerMinute of each app (one FCM project per app); 0: unpaced")
     ap.add_argument("--json-out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs)")
+    ap.add_argument("--perf", metavar="FILE",
+                    help="backlog mode: record the whole machine with `perf record -a -g` while the backlog is "
+                         "published and drained (into FILE), and report the gateway's 10 most costly functions "
+                         "(self time) in µs of CPU per notification")
     args = ap.parse_args()
     if args.webhook and args.kind not in (None, "webhook"):
         ap.error("--webhook is --kind webhook")
@@ -638,6 +663,11 @@ def main() -> int:
             start_produced = produced
             t_pub = time.monotonic()
             t_pub_wall = window_wall_start = time.time()
+            perf = None
+            if args.perf:
+                perf = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "499", "-o", args.perf],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                time.sleep(0.5)
             cpu0 = cpu_snapshot()
             fake.command("reset")
             measuring = True
@@ -659,6 +689,9 @@ def main() -> int:
             window_wall_end = time.time()
             elapsed = time.monotonic() - t_pub
             cpu1 = cpu_snapshot()
+            if perf:
+                perf.send_signal(signal.SIGINT)
+                perf.wait(60)
             with fake.lock:
                 secs = list(fake.seconds)
             active = [s for s in secs if s["t"] >= t_pub_wall + 0.5]
@@ -687,6 +720,9 @@ def main() -> int:
                 result["busiest_second"] = max(result["per_second"], default=0)
                 # drain_seconds counts the fake's whole seconds with sends (±1 s).
                 result["drain_vs_quota"] = f"{drain_s / quota_s - 1:+.1%}"
+            if perf:
+                us = result["cpu_us_per_notification"].get("gateway", 0.0)
+                result["perf_top10_self_us_per_notification"] = perf_top(args.perf, gw.pid, us)
         else:
             event_rate = args.rate / args.fanout
             log(f"publishing {event_rate:.0f} events/s ({args.rate} notifications/s): "

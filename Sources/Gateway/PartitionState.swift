@@ -135,10 +135,20 @@ final class PartitionState: Sendable {
     /// An input whose actions are all unordered waits too while earlier batches are being issued: what it performs
     /// (a supersession's abandonment, an answer) comes after everything decided before it.
     private func queue(_ actions: [Action], to destination: Destination) -> (Turn, later: [Action]) {
+        // Split only when the input has both kinds (most have one: an event's deliveries, an answer).
+        let orderedCount = actions.count(where: \.isOrdered)
         var ordered: [Action] = []
         var later: [Action] = []
-        for action in actions {
-            if action.isOrdered { ordered.append(action) } else { later.append(action) }
+        if orderedCount == actions.count {
+            ordered = actions
+        } else if orderedCount == 0 {
+            later = actions
+        } else {
+            ordered.reserveCapacity(orderedCount)
+            later.reserveCapacity(actions.count - orderedCount)
+            for action in actions {
+                if action.isOrdered { ordered.append(action) } else { later.append(action) }
+            }
         }
         return outbox.withLock { outbox -> (Turn, later: [Action]) in
             guard let drainer = outbox.drainer else {
@@ -215,6 +225,8 @@ final class PartitionState: Sendable {
         for action in actions {
             switch action {
             case .produce, .deliver, .retainTicket, .subscriptionEnded:
+                // The ordered ones (``PartitionAction/isOrdered``), named so this switch stays exhaustive: a new
+                // action must be placed on one side or the other.
                 assertionFailure("issued in order by the drain")
             case .releaseTicket(let ticket):
                 hooks.releaseTicket(ticket)

@@ -194,6 +194,12 @@ public final class DeliveryQueue {
             }
         }
 
+        /// True when a head may be admitted at `now`: no line set aside before it (when `aheadWaiting`: lines
+        /// set aside here come first) and room (``hasRoom(now:)``).
+        func mayAdmit(now: Double, aheadWaiting: Bool) -> Bool {
+            !(aheadWaiting && parked.count > 0) && hasRoom(now: now)
+        }
+
         /// Takes a place or a token (``hasRoom(now:)`` said there is one).
         mutating func take(now: Double) {
             switch admission {
@@ -393,19 +399,10 @@ public final class DeliveryQueue {
     public func due(now: Double, limit: Int = .max) -> [PendingNotification] {
         var result: [PendingNotification] = []
         admitWaiting(now: now, limit: limit, into: &result)
-        while result.count < limit, let top = heap.peek, top.time <= now {
-            heap.pop()
-            guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
-            else { continue }
-            if let until = pausedUntil(head), until > now {
-                heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
-                continue
-            }
-            let needed = admissionsOf(head)
-            if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: nil) {
-                handOut(head, line: &line, into: &result)
-            }
-            lines[top.key] = line
+        while result.count < limit, let top = heap.pop(dueBy: now) {
+            // The line is changed where it lies (one lookup; the line is not copied, nor written back).
+            guard let index = lines.index(forKey: top.key) else { continue }
+            offer(top, line: &lines.values[index], now: now, into: &result)
         }
         for (scope, until) in pauses where until <= now { pauses[scope] = nil }
         compactIfNeeded()
@@ -416,20 +413,27 @@ public final class DeliveryQueue {
     /// if any, is due on its own schedule.
     @discardableResult
     public func completed(_ key: RetryKey) -> PendingNotification? {
-        guard lines[key]?.inFlight == true, var line = lines.removeValue(forKey: key) else { return nil }
-        let head = line.entries.removeFirst()
-        line.inFlight = false
-        line.headRemoved = false
+        // Changed where it lies (one lookup, the line not copied); removed by its index when emptied.
+        guard let index = lines.index(forKey: key), let done = complete(&lines.values[index]) else { return nil }
         count -= 1
         inFlightCount -= 1
-        releaseAdmissions(&line)
-        if line.entries.isEmpty {
-            lines[key] = nil
+        if done.emptied {
+            lines.remove(at: index)
         } else {
-            lines[key] = line
-            schedule(key)
+            schedule(at: index, key)
         }
-        return head
+        return done.head
+    }
+
+    /// Takes the in-flight head out of `line` (delivered or failed for good) and frees its places; nil when no
+    /// head is in flight.
+    private func complete(_ line: inout Line) -> (head: PendingNotification, emptied: Bool)? {
+        guard line.inFlight else { return nil }
+        line.inFlight = false
+        line.headRemoved = false
+        let head = line.entries.removeFirst()
+        releaseAdmissions(&line)
+        return (head, line.entries.isEmpty)
     }
 
     /// The in-flight head of `key` failed with a recoverable error at `now`: schedules its retry by `policy`,
@@ -605,18 +609,43 @@ public final class DeliveryQueue {
     /// Pushes a fresh heap item for `key`'s head (invalidating older ones); returns its time.
     @discardableResult
     private func schedule(_ key: RetryKey) -> Double? {
-        // Changed in place (one lookup; neither the line nor its head is copied).
-        guard let index = lines.index(forKey: key), !lines.values[index].inFlight,
-            let notBefore = lines.values[index].entries.first?.notBefore
-        else { return nil }
-        nextTicket &+= 1
-        lines.values[index].ticket = nextTicket
-        lines.values[index].waitedForPace = nil
-        // The head's pause scope is asked only while a pause is set (it is then copied for the function).
-        let paused = pauses.isEmpty ? nil : lines.values[index].entries.first.flatMap(pausedUntil)
-        let time = effectiveTime(notBefore: notBefore, pausedUntil: paused)
+        guard let index = lines.index(forKey: key) else { return nil }
+        return schedule(at: index, key)
+    }
+
+    /// ``schedule(_:)`` of the line at `index` (whose key is `key`).
+    @discardableResult
+    private func schedule(at index: [RetryKey: Line].Index, _ key: RetryKey) -> Double? {
+        // Changed where it lies (the line is not copied).
+        guard let time = reschedule(&lines.values[index]) else { return nil }
         heap.push(WakeUpHeap.Item(time: time, ticket: nextTicket, key: key))
         return time
+    }
+
+    /// Gives `line`, when it is not in flight, the next ticket (older heap items become stale); returns when its
+    /// head may be sent.
+    private func reschedule(_ line: inout Line) -> Double? {
+        guard !line.inFlight, let notBefore = line.entries.first?.notBefore else { return nil }
+        nextTicket &+= 1
+        line.ticket = nextTicket
+        line.waitedForPace = nil
+        // The head's pause scope is asked only while a pause is set (it is then copied for the function).
+        let paused = pauses.isEmpty ? nil : line.entries.first.flatMap(pausedUntil)
+        return effectiveTime(notBefore: notBefore, pausedUntil: paused)
+    }
+
+    /// The heap item `top` of `line` is due at `now`: hands its head out when it is valid, not paused and admitted
+    /// (else the line waits for its pause or its admission, or the item was stale).
+    private func offer(_ top: WakeUpHeap.Item, line: inout Line, now: Double, into result: inout [PendingNotification]) {
+        guard !line.inFlight, line.ticket == top.ticket, let head = line.entries.first else { return }
+        if let until = pausedUntil(head), until > now {
+            heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
+            return
+        }
+        let needed = admissionsOf(head)
+        if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: nil) {
+            handOut(head, line: &line, into: &result)
+        }
     }
 
     /// Marks `head` (the head of `line`) in flight and adds it to `result`.
@@ -637,26 +666,34 @@ public final class DeliveryQueue {
     private func admit(
         _ item: WakeUpHeap.Item, line: inout Line, needing needed: [Admission], now: Double, releasedBy: Admission.ID?
     ) -> Bool {
+        // Each state looked up once and changed where it lies (not copied out and written back).
+        var indices: [[Admission.ID: AdmissionState].Index] = []
+        indices.reserveCapacity(needed.count)
         for admission in needed {
             let id = admission.id
-            if admissions[id] == nil {
+            let index: [Admission.ID: AdmissionState].Index
+            if let found = admissions.index(forKey: id) {
+                index = found
+                admissions.values[index].update(admission)
+            } else {
                 admissions[id] = AdmissionState(admission)
                 if id.kind == .rate { rates.insert(id) }
-            } else {
-                admissions[id]?.update(admission)
+                guard let inserted = admissions.index(forKey: id) else { continue }
+                index = inserted
+                // An insert may move the others (only at an admission's first head): look them up again.
+                indices = needed[..<indices.count].compactMap { admissions.index(forKey: $0.id) }
             }
-            guard let state = admissions[id] else { continue }
-            if (id != releasedBy && state.parked.count > 0) || !state.hasRoom(now: now) {
-                admissions[id]?.parked.push(item)
+            if !admissions.values[index].mayAdmit(now: now, aheadWaiting: id != releasedBy) {
+                admissions.values[index].parked.push(item)
                 waiting.insert(id)
                 if id.kind == .rate { line.waitedForPace = id }
                 return false
             }
+            indices.append(index)
         }
-        for admission in needed {
-            let id = admission.id
-            admissions[id]?.take(now: now)
-            if id.kind == .concurrency { line.holding.append(id) }
+        for index in indices {
+            admissions.values[index].take(now: now)
+            if admissions.keys[index].kind == .concurrency { line.holding.append(admissions.keys[index]) }
         }
         return true
     }
@@ -665,10 +702,12 @@ public final class DeliveryQueue {
     /// admission left idle is forgotten.
     private func releaseAdmissions(_ line: inout Line) {
         for id in line.holding {
-            admissions[id]?.inFlight -= 1
-            if admissions[id]?.isIdle == true { admissions[id] = nil }
+            guard let index = admissions.index(forKey: id) else { continue }
+            admissions.values[index].inFlight -= 1
+            if admissions.values[index].isIdle { admissions.remove(at: index) }
         }
-        line.holding = []
+        // Its buffer kept for the line's next head.
+        line.holding.removeAll(keepingCapacity: true)
     }
 
     /// The earliest set-aside lines of each admission that has room again (a freed place, a token that came) are
@@ -730,13 +769,14 @@ public final class DeliveryQueue {
 }
 
 /// A binary min-heap of wake-up times, ties broken by ticket (earlier scheduled first).
+///
+/// Items are compared by their time and ticket where they lie, and moved, never copied (issue 19): an item holds a
+/// ``RetryKey`` (four references), so a copy per comparison was four retains and releases, and showed in profiles.
 struct WakeUpHeap {
     struct Item {
         var time: Double
         var ticket: UInt64
         var key: RetryKey
-
-        func precedes(_ other: Item) -> Bool { (time, ticket) < (other.time, other.ticket) }
     }
 
     private var items: [Item] = []
@@ -745,46 +785,65 @@ struct WakeUpHeap {
 
     init(_ unordered: [Item]) {
         items = unordered
-        var index = items.count / 2
-        while index > 0 {
-            index -= 1
-            siftDown(from: index)
+        items.withUnsafeMutableBufferPointer { buffer in
+            var index = buffer.count / 2
+            while index > 0 {
+                index -= 1
+                Self.siftDown(buffer, from: index)
+            }
         }
     }
 
     var count: Int { items.count }
     var peek: Item? { items.first }
+    /// The earliest item's time (nothing copied).
+    var earliestTime: Double? { items.isEmpty ? nil : items.withUnsafeBufferPointer { $0[0].time } }
 
     mutating func push(_ item: Item) {
         items.append(item)
-        var child = items.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard items[child].precedes(items[parent]) else { break }
-            items.swapAt(child, parent)
-            child = parent
+        items.withUnsafeMutableBufferPointer { buffer in
+            var child = buffer.count - 1
+            while child > 0 {
+                let parent = (child - 1) / 2
+                guard Self.precedes(buffer, child, parent) else { break }
+                buffer.swapAt(child, parent)
+                child = parent
+            }
         }
     }
 
     @discardableResult
     mutating func pop() -> Item? {
         guard !items.isEmpty else { return nil }
-        items.swapAt(0, items.count - 1)
+        items.withUnsafeMutableBufferPointer { $0.swapAt(0, $0.count - 1) }
         let item = items.removeLast()
-        siftDown(from: 0)
+        items.withUnsafeMutableBufferPointer { Self.siftDown($0, from: 0) }
         return item
     }
 
-    private mutating func siftDown(from start: Int) {
+    /// Takes out the earliest item when its time is at most `time`.
+    mutating func pop(dueBy time: Double) -> Item? {
+        guard let earliest = earliestTime, earliest <= time else { return nil }
+        return pop()
+    }
+
+    /// `(time, ticket)` of item `i` before that of item `j`, read in place.
+    private static func precedes(_ buffer: UnsafeMutableBufferPointer<Item>, _ i: Int, _ j: Int) -> Bool {
+        let left = buffer[i].time
+        let right = buffer[j].time
+        return left != right ? left < right : buffer[i].ticket < buffer[j].ticket
+    }
+
+    private static func siftDown(_ buffer: UnsafeMutableBufferPointer<Item>, from start: Int) {
         var parent = start
         while true {
             let left = 2 * parent + 1
-            guard left < items.count else { return }
+            guard left < buffer.count else { return }
             var smallest = left
             let right = left + 1
-            if right < items.count, items[right].precedes(items[left]) { smallest = right }
-            guard items[smallest].precedes(items[parent]) else { return }
-            items.swapAt(parent, smallest)
+            if right < buffer.count, precedes(buffer, right, left) { smallest = right }
+            guard precedes(buffer, smallest, parent) else { return }
+            buffer.swapAt(parent, smallest)
             parent = smallest
         }
     }
