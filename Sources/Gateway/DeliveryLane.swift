@@ -338,7 +338,9 @@ final class DeliveryLane: Sendable {
             completed(key)
         case .failed(let failure):
             metrics.notificationFailed(provider: sender.provider, failure: failure)
-            context.board?.failed(app: entry.app, project: sender.project, failure: failure)
+            // On the status board once the queue has the outcome: a status that shows this error shows the line
+            // backing off too (read between the two, it showed the error with the line not yet retrying).
+            defer { context.board?.failed(app: entry.app, project: sender.project, failure: failure) }
             if failure.classification == .tokenDead {
                 tokenDead(
                     key,
