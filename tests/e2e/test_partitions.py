@@ -18,6 +18,7 @@ is that event itself.
 
 from __future__ import annotations
 
+import collections
 import copy
 import datetime
 import http.client
@@ -35,9 +36,9 @@ import pytest
 
 from cluster import (Answer, Background, Cluster, Http, OffsetPublisher, Write, WriteStream, gauge, log_lines,
                      memory, partition_of, run_parallel, subscription_id)
-from gateway import Gateway
+from gateway import Gateway, parse_prometheus
 from kafka_util import client_config, read_topic
-from procutil import free_port, wait_for
+from procutil import WaitTimeout, free_port, wait_for
 
 SECRET = "partitions-test-secret-long-enough-for-hs256"
 
@@ -119,6 +120,8 @@ USERS_PER_APP = 30
 SUBS_PER_USER = 20  # 50 × 30 × 20 = 30,000
 PREWRITTEN_PER_USER = 12  # 18,000 written straight into the state topic before the replicas start
 PATHS_PER_APP = 5
+# A minute without a new send while the takeover's notifications are awaited is a stall (reported with the replicas' state).
+STALL_S = 60
 
 
 @dataclass(frozen=True)
@@ -227,7 +230,32 @@ def tokens_notified(fake) -> set[str]:
     return {send_token(s) for s in fake.sends() if s.get("status") == 200}
 
 
-@pytest.mark.timeout(400)
+def stall_report(stack, cluster: Cluster, survivors: list[Gateway], subs: list[Sub], sends_before: int) -> str:
+    """What a wait for the takeover's notifications needs to tell when it times out, after the replicas' tails (a
+    CI log keeps a failure's end): the sends and their answers, the subscriptions not notified per partition (a
+    whole partition: not consumed; scattered: a delivery stall), and each survivor's partitions and non-zero
+    counters."""
+    sends = stack.fake.sends()
+    fresh = sends[-(stack.fake.server.state.send_count - sends_before):] if sends else []
+    statuses = collections.Counter(s.get("status") for s in fresh)
+    notified = tokens_notified(stack.fake)
+    missing = collections.Counter(partition_of(s.app, SCALE_PARTITIONS) for s in subs if s.token not in notified)
+    lines = [f"--- stall report: {stack.fake.server.state.send_count - sends_before} sends since the kill, answers "
+             f"{dict(statuses)}; not notified per partition {dict(sorted(missing.items()))}"]
+    for r in survivors:
+        try:
+            owned = sorted(cluster.owned_ready(r))
+            series = [f"{s.name}{s.labels} {s.value:g}" for s in parse_prometheus(r.metrics_text())
+                      if s.name.startswith("pushgateway_") and not s.name.endswith(("_bucket", "_sum", "_created"))
+                      and s.value != 0]
+        except Exception as error:  # noqa: BLE001 (a report must not hide the timeout)
+            lines.append(f"{r.name}: no metrics ({error})")
+            continue
+        lines.append(f"{r.name} owns {owned}:\n  " + "\n  ".join(series))
+    return "\n".join(lines)
+
+
+@pytest.mark.timeout(560)
 def test_three_replicas_hold_a_third_each_and_take_over_after_kill(request, stack_factory, fake_fcm, broker):
     started = time.monotonic()
     account = fake_fcm.service_account_file("scale")
@@ -344,15 +372,23 @@ def test_three_replicas_hold_a_third_each_and_take_over_after_kill(request, stac
         # Every subscription is notified (each (app, path) had one event, published during the takeover).
         expected_tokens = {s.token for s in subs}
 
+        # Bounded by progress: the Python fake FCM's pace follows the machine's (it runs in this process), so a busy
+        # machine only makes this slower, while a minute without a send is a stall, reported at once.
+        last_progress = {"count": sends_before, "at": time.monotonic()}
+
         def all_notified() -> bool:
             # Cheap first (the count of sends), then the tokens: a snapshot of the fake's records is costly.
-            if stack.fake.server.state.send_count < sends_before + len(subs):
+            count = stack.fake.server.state.send_count
+            if count > last_progress["count"]:
+                last_progress.update(count=count, at=time.monotonic())
+            elif time.monotonic() - last_progress["at"] > STALL_S:
+                raise WaitTimeout(f"no send for {STALL_S} s while waiting for the 30,000 notifications\n{cluster.tails()}\n"
+                                  + stall_report(stack, cluster, survivors, subs, sends_before))
+            if count < sends_before + len(subs):
                 return False
             return expected_tokens <= tokens_notified(stack.fake)
-        wait_for(all_notified, timeout=150, interval=0.5, what="a notification to each of the 30,000 subscriptions",
-                 on_timeout=lambda: f"{stack.fake.server.state.send_count - sends_before} sends, "
-                                    f"{len(expected_tokens - tokens_notified(stack.fake))} not notified\n"
-                                    + cluster.tails())
+        wait_for(all_notified, timeout=300, interval=0.5, what="a notification to each of the 30,000 subscriptions",
+                 on_timeout=lambda: cluster.tails() + "\n" + stall_report(stack, cluster, survivors, subs, sends_before))
         sent_s = time.monotonic() - kill_at
         print(f"scale: all {len(subs)} subscriptions notified {sent_s:.1f} s after the kill "
               f"({stack.fake.server.state.send_count - sends_before} sends, about "
