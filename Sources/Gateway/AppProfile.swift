@@ -30,6 +30,12 @@ public final class AppProfile: Sendable {
     let eventHook: EventHookTarget?
     /// Requests in flight per provider project (`fcm.maxInFlightPerProject`): a queue admission (``admissions(for:)``).
     let maxInFlightPerProject: Int
+    /// What a notification through each provider kind needs (``admissions(for:)``), made once: the profile is
+    /// immutable, and the queue asks at every hand-out.
+    private let providerAdmissions: [SubscriberKind: [DeliveryQueue.Admission]]
+    /// The provider project of each provider kind (``admissionScope(for:)``), made once: a sender's `project` is
+    /// built on each call, and the lane of every notification is chosen by it.
+    private let providerScopes: [SubscriberKind: String]
 
     init(
         name: String, settings: AppSettings, verifier: JWTVerifier?, rules: ReadRules, rulesFingerprint: String,
@@ -47,6 +53,17 @@ public final class AppProfile: Sendable {
         self.encryption = encryption
         self.senders = senders
         self.fcmAccountFingerprint = fcmAccountFingerprint
+        var providerAdmissions: [SubscriberKind: [DeliveryQueue.Admission]] = [:]
+        var providerScopes: [SubscriberKind: String] = [:]
+        for kind in SubscriberKind.allCases {
+            guard let sender = Self.providerSender(for: kind, in: senders) else { continue }
+            let project = sender.project
+            let inFlight = DeliveryQueue.Admission.concurrency(DeliveryQueue.Gate(key: project, limit: self.maxInFlightPerProject))
+            providerAdmissions[kind] = Self.pace(for: kind, sender: sender, settings: settings).map { [.rate($0), inFlight] } ?? [inFlight]
+            providerScopes[kind] = project
+        }
+        self.providerAdmissions = providerAdmissions
+        self.providerScopes = providerScopes
     }
 
     var enabled: Bool { settings.enabled }
@@ -56,7 +73,10 @@ public final class AppProfile: Sendable {
     /// The pace of the provider project a notification to `kind` goes through (its send quota), nil when
     /// unpaced (the console sink, webhooks, a quota of 0).
     func pace(for kind: SubscriberKind) -> DeliveryQueue.Pace? {
-        guard let sender = providerSender(for: kind) else { return nil }
+        providerSender(for: kind).flatMap { Self.pace(for: kind, sender: $0, settings: settings) }
+    }
+
+    private static func pace(for kind: SubscriberKind, sender: any PushSender, settings: AppSettings) -> DeliveryQueue.Pace? {
         switch kind {
         case .mobile:
             return DeliveryQueue.Pace.quota(key: sender.project, sends: settings.fcm.maxSendsPerMinute, per: 60)
@@ -81,17 +101,14 @@ public final class AppProfile: Sendable {
             guard let webPush = senders[.webpush] as? WebPushSender else { return [] }
             return [.concurrency(webPush.gate(token: subscriber.token))]
         }
-        guard let sender = providerSender(for: subscriber.kind) else { return [] }
-        let inFlight = DeliveryQueue.Admission.concurrency(DeliveryQueue.Gate(key: sender.project, limit: maxInFlightPerProject))
-        guard let pace = pace(for: subscriber.kind) else { return [inFlight] }
-        return [.rate(pace), inFlight]
+        return providerAdmissions[subscriber.kind] ?? []
     }
 
     /// The scope whose admissions a notification to `kind` is counted in: its provider project (`fcm:<id>`,
     /// `hms:<id>`: in-flight limit and pace, shared by every app sending through it), else the app (its webhook
     /// hosts' gates, the console sink). The delivery service keeps each such scope in one lane
     /// (``DeliveryService``), so that project-wide limits are counted in one place.
-    func admissionScope(for kind: SubscriberKind) -> String { providerSender(for: kind)?.project ?? name }
+    func admissionScope(for kind: SubscriberKind) -> String { providerScopes[kind] ?? name }
 
     /// Every admission scope `app`'s notifications can be counted in, `profile` being its settings (nil: none): the
     /// app itself, and the project of each provider it sends through (``admissionScope(for:)``), each once.
@@ -108,7 +125,9 @@ public final class AppProfile: Sendable {
 
     /// The sender of `kind` when it is a provider's (FCM for `.mobile`, HMS for `.huawei`, APNs for `.apns`), not the
     /// console sink.
-    private func providerSender(for kind: SubscriberKind) -> (any PushSender)? {
+    private func providerSender(for kind: SubscriberKind) -> (any PushSender)? { Self.providerSender(for: kind, in: senders) }
+
+    private static func providerSender(for kind: SubscriberKind, in senders: [SubscriberKind: any PushSender]) -> (any PushSender)? {
         guard let sender = senders[kind] else { return nil }
         switch kind {
         case .mobile where sender.provider == "fcm", .huawei where sender.provider == "hms", .apns where sender.provider == "apns": return sender

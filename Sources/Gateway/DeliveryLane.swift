@@ -305,11 +305,14 @@ final class DeliveryLane: Sendable {
                 // Given up (superseded, or revoked): the new owner consumes the events again and delivers. Nothing
                 // is released: the event's offset must not move here.
                 metrics.retryOutcome("dropped_not_owner")
-                return core.withLock { core in
+                core.withLock { core in
                     _ = core.queue.completed(key)
                     _ = core.queue.takeReleasedHolds()
                     core.settle(totals)
                 }
+                // Its places are free: the lines set aside for them may go now (the loop may sleep until told).
+                setGauges()
+                return wake.signal()
             }
         }
         guard

@@ -29,12 +29,13 @@ import DequeModule
 ///   `limit` heads of the key in flight: one webhook destination host, one provider project's requests) and
 ///   ``Admission/rate(_:)`` (a token bucket: one provider project's send quota). A head is admitted by all it
 ///   needs or by none (a place and a token are taken together, never one while it waits for the other). A due
-///   head that is refused (no place, no token, or lines of one of its keys already waiting) is set aside in its
+///   head that is refused (no place, no token, or lines of one of its keys waiting before it) is set aside in its
 ///   place in the order, by the key that refused it, without taking anything from `due`'s `limit`: it holds no
 ///   sending place while it waits, later heads of that key never overtake it, and the lines of other keys go on.
 ///   At each `due`, before anything else, the earliest set-aside lines of every key that has room again (a place
 ///   freed by a resolved head, a token that came) are admitted and handed out, in their order (a line that
-///   another of its keys still refuses moves there, in its place). ``nextWakeUp`` includes the time of a
+///   another of its keys still refuses moves there, in its place, and the key's later lines wait behind it where
+///   they are: each hand-out costs O(log n), never a move of every waiting line). ``nextWakeUp`` includes the time of a
 ///   waiting key's next token, or of its earliest waiting line when it has a free place. A resolved head
 ///   (delivered, failed, retried, removed) frees its places; a removed line that was waiting is skipped.
 ///
@@ -164,6 +165,9 @@ public final class DeliveryQueue {
         var pacedSends = 0
         /// `parked.count` as last returned by ``takeWaitingForPaceChanges()`` (rate).
         var reportedWaiting = 0
+        /// The admission that refused its earliest set-aside line at its last turn (no room there, or earlier lines
+        /// waiting there): its lines wait for that one's room (``DeliveryQueue/nextAdmission``), not for their own.
+        var blockedBy: Admission.ID?
 
         init(_ admission: Admission) {
             self.admission = admission
@@ -194,10 +198,11 @@ public final class DeliveryQueue {
             }
         }
 
-        /// True when a head may be admitted at `now`: no line set aside before it (when `aheadWaiting`: lines
-        /// set aside here come first) and room (``hasRoom(now:)``).
-        func mayAdmit(now: Double, aheadWaiting: Bool) -> Bool {
-            !(aheadWaiting && parked.count > 0) && hasRoom(now: now)
+        /// True when the head of `item` may be admitted at `now`: no line set aside here comes before it in the
+        /// order (`item` nil: it was just taken from here, the earliest) and there is room (``hasRoom(now:)``).
+        func mayAdmit(now: Double, item: WakeUpHeap.Item?) -> Bool {
+            if let item, parked.hasItem(before: item) { return false }
+            return hasRoom(now: now)
         }
 
         /// Takes a place or a token (``hasRoom(now:)`` said there is one).
@@ -215,6 +220,15 @@ public final class DeliveryQueue {
             switch admission {
             case .concurrency(let gate): return inFlight < gate.limit ? top.time : nil
             case .rate: return bucket?.nextTokenAt
+            }
+        }
+
+        /// When it has room: at once with a free place (concurrency), at its next token (rate); nil while its places
+        /// are all taken (a resolved head wakes the queue's owner up).
+        var roomAt: Double? {
+            switch admission {
+            case .concurrency(let gate): return inFlight < gate.limit ? -.infinity : nil
+            case .rate: return bucket?.nextTokenAt ?? -.infinity
             }
         }
 
@@ -539,10 +553,18 @@ public final class DeliveryQueue {
     }
 
     /// The earliest time a set-aside line may be admitted (``AdmissionState/wakeUp``).
+    /// A key whose earliest line another key refused waits for that one's room (at once when that one is gone).
     private var nextAdmission: Double? {
         var next: Double?
         for id in waiting {
-            if let time = admissions[id]?.wakeUp { next = min(next ?? .infinity, time) }
+            guard let state = admissions[id] else { continue }
+            let time: Double?
+            if let blocker = state.blockedBy {
+                time = admissions[blocker].map(\.roomAt) ?? -.infinity
+            } else {
+                time = state.wakeUp
+            }
+            if let time { next = min(next ?? .infinity, time) }
         }
         return next
     }
@@ -643,7 +665,7 @@ public final class DeliveryQueue {
             return
         }
         let needed = admissionsOf(head)
-        if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: nil) {
+        if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: nil) == nil {
             handOut(head, line: &line, into: &result)
         }
     }
@@ -659,13 +681,13 @@ public final class DeliveryQueue {
         result.append(head)
     }
 
-    /// Admits the line of `item` (its head needs `needed`) at `now`, by all its admissions or by none: true when
-    /// every one has room and none has lines waiting before it (those of `releasedBy`, which `item` was just
-    /// taken from, come after it), and then a place or token of each is taken; else false, and the line is set
-    /// aside by the first that refused it, in its place in the order.
+    /// Admits the line of `item` (its head needs `needed`) at `now`, by all its admissions or by none: nil when
+    /// every one has room and none has lines waiting before it in the order (`item` was just taken from
+    /// `releasedBy`, its earliest), and then a place or token of each is taken; else the first that refused it,
+    /// which sets the line aside in its place in the order.
     private func admit(
         _ item: WakeUpHeap.Item, line: inout Line, needing needed: [Admission], now: Double, releasedBy: Admission.ID?
-    ) -> Bool {
+    ) -> Admission.ID? {
         // Each state looked up once and changed where it lies (not copied out and written back).
         var indices: [[Admission.ID: AdmissionState].Index] = []
         indices.reserveCapacity(needed.count)
@@ -683,11 +705,13 @@ public final class DeliveryQueue {
                 // An insert may move the others (only at an admission's first head): look them up again.
                 indices = needed[..<indices.count].compactMap { admissions.index(forKey: $0.id) }
             }
-            if !admissions.values[index].mayAdmit(now: now, aheadWaiting: id != releasedBy) {
+            if !admissions.values[index].mayAdmit(now: now, item: id == releasedBy ? nil : item) {
                 admissions.values[index].parked.push(item)
+                // Its earliest line may be this one now: what blocked the earlier one is asked again at its turn.
+                admissions.values[index].blockedBy = nil
                 waiting.insert(id)
                 if id.kind == .rate { line.waitedForPace = id }
-                return false
+                return id
             }
             indices.append(index)
         }
@@ -695,7 +719,7 @@ public final class DeliveryQueue {
             admissions.values[index].take(now: now)
             if admissions.keys[index].kind == .concurrency { line.holding.append(admissions.keys[index]) }
         }
-        return true
+        return nil
     }
 
     /// The in-flight head of `line` is resolved: its places are free (call before storing `line`); a concurrency
@@ -712,11 +736,12 @@ public final class DeliveryQueue {
 
     /// The earliest set-aside lines of each admission that has room again (a freed place, a token that came) are
     /// admitted and handed out (at most `limit` in `result`), in their order; one that another of its admissions
-    /// refuses is set aside there; one whose scope is paused goes back to the heap until the pause ends; stale
-    /// items are dropped.
+    /// refuses is set aside there, and ends the admission's turn; one whose scope is paused goes back to the heap
+    /// until the pause ends; stale items are dropped.
     private func admitWaiting(now: Double, limit: Int, into result: inout [PendingNotification]) {
         guard !waiting.isEmpty else { return }
         for id in Array(waiting) {
+            admissions[id]?.blockedBy = nil
             while result.count < limit, let top = admissions[id]?.parked.peek {
                 guard var line = lines[top.key], !line.inFlight, line.ticket == top.ticket, let head = line.entries.first
                 else {
@@ -732,16 +757,23 @@ public final class DeliveryQueue {
                     heap.push(WakeUpHeap.Item(time: until, ticket: top.ticket, key: top.key))
                     continue
                 }
-                if needed.isEmpty || admit(top, line: &line, needing: needed, now: now, releasedBy: id) {
-                    handOut(head, line: &line, into: &result)
-                }
+                let refuser = needed.isEmpty ? nil : admit(top, line: &line, needing: needed, now: now, releasedBy: id)
+                if refuser == nil { handOut(head, line: &line, into: &result) }
                 lines[top.key] = line
+                // Refused by another of its admissions (no room there, or earlier lines wait there): it waits there
+                // now, and the later lines set aside here stay (they come after it). Moving them all over, to move
+                // them all back when the other refuses no more, cost O(n log n) each time the binding one changed.
+                if let refuser {
+                    admissions[id]?.blockedBy = refuser
+                    break
+                }
             }
             guard let state = admissions[id] else {
                 waiting.remove(id)
                 continue
             }
             if state.parked.count == 0 {
+                admissions[id]?.blockedBy = nil
                 waiting.remove(id)
                 if state.isIdle { admissions[id] = nil }
             }
@@ -762,6 +794,7 @@ public final class DeliveryQueue {
         // Every line outside flight is in the new heap: the set-aside ones are picked (and set aside) again.
         for id in waiting {
             admissions[id]?.parked = WakeUpHeap()
+            admissions[id]?.blockedBy = nil
             if admissions[id]?.isIdle == true { admissions[id] = nil }
         }
         waiting = []
@@ -796,6 +829,14 @@ struct WakeUpHeap {
 
     var count: Int { items.count }
     var peek: Item? { items.first }
+
+    /// True when the earliest item comes before `item` in the order (read in place).
+    func hasItem(before item: Item) -> Bool {
+        items.withUnsafeBufferPointer { buffer in
+            guard !buffer.isEmpty else { return false }
+            return buffer[0].time != item.time ? buffer[0].time < item.time : buffer[0].ticket < item.ticket
+        }
+    }
     /// The earliest item's time (nothing copied).
     var earliestTime: Double? { items.isEmpty ? nil : items.withUnsafeBufferPointer { $0[0].time } }
 
