@@ -134,6 +134,40 @@ func retryBenchmarks() {
         }
     }
 
+    // A project's pace and its in-flight limit bind in turn (the provider slows down, then the quota binds), with
+    // 50,000 lines waiting: 8,000 hand-outs, the binding admission changing every 1,000 turns. Before issue 19's
+    // change each change moved every waiting line from one admission's heap to the other (125-145 ms a time).
+    let waitingLines: [PendingNotification] = (0..<50_000).map { subscription in
+        PendingNotification(
+            app: "app1", path: DataPath(validatedSegments: ["p\(subscription % 100)"].map { ExactString($0) }),
+            subscriber: SubscriberKey(token: token(3_000_000 + subscription)), format: .v1, content: .value(value),
+            scope: "fcm:p", origin: "event", firstFailureAt: 0)
+    }
+    let bothBind: [DeliveryQueue.Admission] = [
+        .rate(DeliveryQueue.Pace(key: "fcm:p", rate: 1_000, burst: 10)), .concurrency(DeliveryQueue.Gate(key: "fcm:p", limit: 10)),
+    ]
+    Benchmark(
+        "retry queue: pace and in-flight limit bind in turn, 50,000 waiting (8,000 hand-outs)",
+        configuration: .init(maxDuration: .seconds(20), maxIterations: 5)
+    ) { benchmark in
+        for _ in benchmark.scaledIterations {
+            let paced = DeliveryQueue(admissions: { _ in bothBind })
+            for notification in waitingLines { paced.enqueue(notification) }
+            var (now, turns, handedOut) = (1.0, 0, 0)
+            var inFlight: [RetryKey] = []
+            while handedOut < 8_000 {
+                // 0.5 ms a turn, tokens at 1,000/s; a head completes each turn, then every 4th turn, in turns.
+                now += 0.000_5
+                turns += 1
+                if turns % ((turns / 1_000) % 2 == 0 ? 1 : 4) == 0, !inFlight.isEmpty { paced.completed(inFlight.removeFirst()) }
+                let due = paced.due(now: now, limit: 1_000)
+                handedOut += due.count
+                inFlight += due.map(\.key)
+            }
+            blackHole(turns)
+        }
+    }
+
     // One subscription's line of 3 pending notifications (v2 value mode: the first one retried twice).
     let key = RetryKey(
         app: "toto", path: DataPath(validatedSegments: ["users", "u42", "inbox"]),
