@@ -235,12 +235,13 @@ def stall_report(stack, cluster: Cluster, survivors: list[Gateway], subs: list[S
     CI log keeps a failure's end): the sends and their answers, the subscriptions not notified per partition (a
     whole partition: not consumed; scattered: a delivery stall), and each survivor's partitions and non-zero
     counters."""
-    sends = stack.fake.sends()
-    fresh = sends[-(stack.fake.server.state.send_count - sends_before):] if sends else []
+    sends = stack.fake.sends()  # one snapshot (a copy of the fake's last 100,000 records) for the whole report
+    since = stack.fake.server.state.send_count - sends_before
+    fresh = sends[-since:] if since > 0 else []  # (`[-0:]` would be every record, earlier tests' included)
     statuses = collections.Counter(s.get("status") for s in fresh)
-    notified = tokens_notified(stack.fake)
+    notified = {send_token(s) for s in sends if s.get("status") == 200}
     missing = collections.Counter(partition_of(s.app, SCALE_PARTITIONS) for s in subs if s.token not in notified)
-    lines = [f"--- stall report: {stack.fake.server.state.send_count - sends_before} sends since the kill, answers "
+    lines = [f"--- stall report: {since} sends since the kill, answers "
              f"{dict(statuses)}; not notified per partition {dict(sorted(missing.items()))}"]
     for r in survivors:
         try:

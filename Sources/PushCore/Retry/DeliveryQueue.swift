@@ -833,8 +833,7 @@ struct WakeUpHeap {
     /// True when the earliest item comes before `item` in the order (read in place).
     func hasItem(before item: Item) -> Bool {
         items.withUnsafeBufferPointer { buffer in
-            guard !buffer.isEmpty else { return false }
-            return buffer[0].time != item.time ? buffer[0].time < item.time : buffer[0].ticket < item.ticket
+            !buffer.isEmpty && Self.precedes(buffer[0].time, buffer[0].ticket, item.time, item.ticket)
         }
     }
     /// The earliest item's time (nothing copied).
@@ -870,9 +869,12 @@ struct WakeUpHeap {
 
     /// `(time, ticket)` of item `i` before that of item `j`, read in place.
     private static func precedes(_ buffer: UnsafeMutableBufferPointer<Item>, _ i: Int, _ j: Int) -> Bool {
-        let left = buffer[i].time
-        let right = buffer[j].time
-        return left != right ? left < right : buffer[i].ticket < buffer[j].ticket
+        precedes(buffer[i].time, buffer[i].ticket, buffer[j].time, buffer[j].ticket)
+    }
+
+    /// The heap's order: by time, ties broken by ticket.
+    private static func precedes(_ time: Double, _ ticket: UInt64, _ otherTime: Double, _ otherTicket: UInt64) -> Bool {
+        time != otherTime ? time < otherTime : ticket < otherTicket
     }
 
     private static func siftDown(_ buffer: UnsafeMutableBufferPointer<Item>, from start: Int) {
