@@ -45,24 +45,34 @@ public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertibl
     public let curlCode: Int?
     /// Human-readable detail (libcurl's error buffer or `curl_easy_strerror`).
     public let message: String
+    /// How many bytes of request libcurl wrote for this transfer (`CURLINFO_REQUEST_SIZE`): not zero when the
+    /// request went out on some connection, even if the failure came later (see ``wasNotSent``).
+    public let requestBytesSent: Int
     /// Where the error was raised.
     public let file: String
     public let line: Int
 
     public init(
-        code: Code, curlCode: Int? = nil, message: String, file: String = #fileID, line: Int = #line
+        code: Code, curlCode: Int? = nil, message: String, requestBytesSent: Int = 0, file: String = #fileID,
+        line: Int = #line
     ) {
         self.code = code
         self.curlCode = curlCode
         self.message = message
+        self.requestBytesSent = requestBytesSent
         self.file = file
         self.line = line
     }
 
     /// Whether the request certainly never reached the server: the host could not be resolved
-    /// (`CURLE_COULDNT_RESOLVE_HOST`) or the connection was refused (`CURLE_COULDNT_CONNECT`). Any other
-    /// failure may have happened after the request was sent.
-    public var wasNotSent: Bool { curlCode == 6 || curlCode == 7 }
+    /// (`CURLE_COULDNT_RESOLVE_HOST`) or the connection was refused (`CURLE_COULDNT_CONNECT`), and no byte of
+    /// the request was written before. Any other failure may have happened after the request was sent.
+    ///
+    /// The second condition matters: when a kept-alive connection dies with no answer, libcurl sends the request
+    /// again, once, on a new connection, whatever its method. If that connection is refused (the server was
+    /// killed after reading the request), the transfer fails with `CURLE_COULDNT_CONNECT` although the server
+    /// may have acted on the first copy.
+    public var wasNotSent: Bool { (curlCode == 6 || curlCode == 7) && requestBytesSent == 0 }
 
     /// Whether the request ran out of time (`CURLE_OPERATION_TIMEDOUT`, connect or total timeout).
     public var isTimeout: Bool { curlCode == Self.curlTimeoutCode }
@@ -74,6 +84,8 @@ public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertibl
     public var description: String {
         var text = "HTTPClientError.\(code)"
         if let curlCode { text += " (CURLcode \(curlCode))" }
-        return text + ": \(message)"
+        text += ": \(message)"
+        if requestBytesSent > 0 { text += " (after \(requestBytesSent) bytes of request were written)" }
+        return text
     }
 }

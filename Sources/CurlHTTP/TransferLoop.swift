@@ -168,7 +168,8 @@ final class TransferLoop {
                 // libcurl retry on a new one, which `CURL_HTTP_VERSION_2_0` opens with an HTTP/1.1 `Upgrade`.
                 connectionSuspect = Int(code.rawValue) != Self.curlTimedOut
                 result = .failure(HTTPClientError(
-                    code: .transport, curlCode: Int(code.rawValue), message: transfer.easy.errorMessage(for: code)))
+                    code: .transport, curlCode: Int(code.rawValue), message: transfer.easy.errorMessage(for: code),
+                    requestBytesSent: transfer.easy.info(CURLINFO_REQUEST_SIZE)))
             }
             _ = remove(handle)
             finish(

@@ -17,8 +17,9 @@ import HTTPTypes
 ///   ``ClientAddressMiddleware`` replaces the header with the address of the connection.
 /// - One deadline (`http.ownerWaitMs`) bounds the whole call. At most ``Forwarding/maximumAttempts`` attempts:
 ///   a call is sent again only after a "not owner" answer or when it certainly never reached the owner
-///   (connection refused). A call that may have reached the owner without an answer is never sent again: a write
-///   then gets `504 timeout` (its outcome is unknown: read before retrying).
+///   (connection refused before a byte of it was written: `HTTPClientError.wasNotSent`). A call that may have
+///   reached the owner without an answer is never sent again: a write then gets `504 timeout` (its outcome is
+///   unknown: read before retrying).
 /// - The owner's answer passes back with its status (1xx is not relayed: 502), body and the API's headers.
 struct OwnerRoutingMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
