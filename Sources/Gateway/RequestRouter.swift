@@ -83,7 +83,7 @@ struct RequestRouter: RequestRouting {
             return .answered(ForwardedResponse(status: response.status, headers: response.headers, body: response.body))
         } catch {
             logger.warning("forwarding to the owner failed", metadata: [LoggingKeys.owner: "\(address)", LoggingKeys.error: "\(error)"])
-            guard let failure = error as? HTTPClientError, failure.wasNotSent || failure.code == .overloaded else {
+            guard let failure = error as? HTTPClientError, Self.maySendAgain(request, after: failure) else {
                 return .unknown(reason: "\(error)")
             }
             // The owner is gone (killed, say) but still in the view until the group reassigns its partitions: the
@@ -91,6 +91,16 @@ struct RequestRouter: RequestRouting {
             await membership.waitForChange(timeout: min(deadline - ContinuousClock.now, ownerWait / 4))
             return .notSent(reason: "\(failure)")
         }
+    }
+
+    /// Whether a call that failed with `failure` may be sent again (to the owner the view names next): it certainly
+    /// never reached the owner (refused before a byte of it was written, or never given to the client), or it is a
+    /// read (`GET`, `HEAD`: no effect to repeat) whose connection failed without timing out. A read that timed out
+    /// used its share of the deadline already; a write that may have reached the owner is never sent again.
+    static func maySendAgain(_ request: ForwardedRequest, after failure: HTTPClientError) -> Bool {
+        if failure.wasNotSent || failure.code == .overloaded { return true }
+        let isRead = request.method == "GET" || request.method == "HEAD"
+        return isRead && failure.code == .transport && !failure.isTimeout
     }
 
     func authenticate(forwarded request: ForwardedRequest) -> HopVerdict {

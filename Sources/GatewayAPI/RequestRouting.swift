@@ -31,7 +31,8 @@ public enum RouteDecision: Sendable, Equatable {
 public enum ForwardOutcome: Sendable {
     /// The owner answered (any status).
     case answered(ForwardedResponse)
-    /// The call certainly did not reach the owner (connection refused, no such host): it may be sent elsewhere.
+    /// The call may be sent again, to the owner the view names next: it certainly did not reach the owner
+    /// (connection refused before a byte was written, no such host), or it is a read whose connection failed.
     case notSent(reason: String)
     /// The call may have reached the owner but no answer came (a timeout, a reset connection): whether it took
     /// effect is unknown, so a write is never sent again.
