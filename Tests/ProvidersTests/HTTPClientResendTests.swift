@@ -19,13 +19,25 @@ final class HTTPClientResendTests: XCTestCase {
         await http.shutdown()
     }
 
-    func testARequestReadByAServerThatThenVanishedWasSent() async throws {
+    /// The vanishing server, once it answered a first request on a kept-alive connection (the client's handle and
+    /// connection now reused).
+    private func serverAfterOneAnsweredRequest() async throws -> FakeServerProcess {
         let server = try FakeServerProcess(script: "vanishing_http1.py") { ["--record", $0.appendingPathComponent("record").path] }
-        defer { server.stop() }
         var first = HTTPRequest(url: server.baseURL + "/first", timeout: .seconds(10))
         first.http1 = true
-        let answer = try await http.send(first)
-        XCTAssertEqual(answer.status, 200)
+        do {
+            let answer = try await http.send(first)
+            XCTAssertEqual(answer.status, 200)
+        } catch {
+            server.stop()
+            throw error
+        }
+        return server
+    }
+
+    func testARequestReadByAServerThatThenVanishedWasSent() async throws {
+        let server = try await serverAfterOneAnsweredRequest()
+        defer { server.stop() }
 
         var write = HTTPRequest(method: .delete, url: server.baseURL + "/apps/a/subscriptions/s", timeout: .seconds(10))
         write.http1 = true
@@ -42,15 +54,19 @@ final class HTTPClientResendTests: XCTestCase {
         XCTAssertEqual(record, "DELETE /apps/a/subscriptions/s HTTP/1.1\n")
     }
 
-    /// A refused connection is "not sent", also on an easy handle that carried a request before (its count of
-    /// request bytes starts again with each transfer).
+    /// A refused connection is "not sent", also on an easy handle whose last transfer wrote a request and failed
+    /// (its count of request bytes starts again with each transfer).
     func testARefusedConnectionWasNotSentEvenOnAReusedHandle() async throws {
-        let server = try FakeServerProcess(script: "vanishing_http1.py") { ["--record", $0.appendingPathComponent("record").path] }
+        let server = try await serverAfterOneAnsweredRequest()
         defer { server.stop() }
-        var first = HTTPRequest(url: server.baseURL + "/first", timeout: .seconds(10))
-        first.http1 = true
-        let answer = try await http.send(first)
-        XCTAssertEqual(answer.status, 200)
+        var vanishing = HTTPRequest(method: .delete, url: server.baseURL + "/x", timeout: .seconds(10))
+        vanishing.http1 = true
+        do {
+            _ = try await http.send(vanishing)
+            XCTFail("the server answered nothing")
+        } catch let error as HTTPClientError {
+            XCTAssertGreaterThan(error.requestBytesSent, 0, "\(error)")
+        }
         guard let port = LoopbackPort.free() else { throw FakeServerProcess.Failure(description: "bind failed") }
         var refused = HTTPRequest(method: .post, url: "http://127.0.0.1:\(port)/x", body: Array("{}".utf8), timeout: .seconds(5))
         refused.http1 = true

@@ -6,7 +6,8 @@ acting on a forwarded call and answering it.
 
 - The first request on its (single) connection is answered `200 ok`, keeping the connection alive.
 - The second request is read whole and its request line appended to FILE; then the server closes its listening
-  socket and the connection, answering nothing. A client that sends again on a new connection is refused.
+  socket and the connection, answering nothing, and exits. A client that sends again on a new connection is
+  refused.
 
 Prints `{"port": N, "base_url": "http://127.0.0.1:N"}` on stdout once it listens. Only loopback.
 """
@@ -67,8 +68,7 @@ def main():
         record.write(f"{second}\n")
     listener.close()
     connection.close()
-    if args.exit_on_stdin_eof:
-        sys.stdin.read()
+    os._exit(0)
 
 
 if __name__ == "__main__":
