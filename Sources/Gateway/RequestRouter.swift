@@ -66,9 +66,9 @@ struct RequestRouter: RequestRouting {
     }
 
     func forward(_ request: ForwardedRequest, to address: String, deadline: ContinuousClock.Instant) async -> ForwardOutcome {
-        guard let key else { return .notSent(reason: "no cluster secret") }
+        guard let key else { return .mayBeSentAgain(reason: "no cluster secret") }
         let left = deadline - ContinuousClock.now
-        guard left > .milliseconds(1) else { return .notSent(reason: "the call's deadline passed") }
+        guard left > .milliseconds(1) else { return .mayBeSentAgain(reason: "the call's deadline passed") }
         var headers = request.headers
         headers.append((ClusterKey.hopHeader, key.signHop(request)))
         // While this replica stops, a call may not hold the shutdown long (an owner that hangs gets 2 s).
@@ -89,7 +89,7 @@ struct RequestRouter: RequestRouting {
             // The owner is gone (killed, say) but still in the view until the group reassigns its partitions: the
             // caller asks again, so wait for the view to change first (within the deadline).
             await membership.waitForChange(timeout: min(deadline - ContinuousClock.now, ownerWait / 4))
-            return .notSent(reason: "\(failure)")
+            return .mayBeSentAgain(reason: "\(failure)")
         }
     }
 

@@ -125,7 +125,7 @@ struct OwnerRoutingMiddleware: RouterMiddleware {
                 switch await routing.forward(forwardedCall, to: address, deadline: deadline) {
                 case .answered(let answer) where answer.header(Self.notOwnerHeader.canonicalName) == nil:
                     return Self.response(answer)
-                case .answered, .notSent:
+                case .answered, .mayBeSentAgain:
                     // Not the owner any more, or not reachable: the view is stale; ask again (the router waits for a
                     // change, within the deadline).
                     if attempts >= Forwarding.maximumAttempts || ContinuousClock.now >= deadline {

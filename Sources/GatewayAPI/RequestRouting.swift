@@ -33,7 +33,7 @@ public enum ForwardOutcome: Sendable {
     case answered(ForwardedResponse)
     /// The call may be sent again, to the owner the view names next: it certainly did not reach the owner
     /// (connection refused before a byte was written, no such host), or it is a read whose connection failed.
-    case notSent(reason: String)
+    case mayBeSentAgain(reason: String)
     /// The call may have reached the owner but no answer came (a timeout, a reset connection): whether it took
     /// effect is unknown, so a write is never sent again.
     case unknown(reason: String)
