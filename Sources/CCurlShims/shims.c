@@ -3,6 +3,7 @@
 #include <pthread.h>
 #endif
 #include "CCurlShims.h"
+#include <errno.h>
 
 CURLcode CCurlShims_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
@@ -22,6 +23,56 @@ CURLcode CCurlShims_easy_setopt_pointer(CURL *handle, CURLoption option, void *v
 
 CURLcode CCurlShims_easy_setopt_write_function(CURL *handle, CURLoption option, curl_write_callback callback) {
     return curl_easy_setopt(handle, option, callback);
+}
+
+/// Records the first attempt's socket error, once, when libcurl begins another attempt.
+static void CCurlShims_stop_attempt(CCurlShims_attempts *attempts) {
+    if (!attempts->stopped) {
+        long error = 0;
+        if (curl_easy_getinfo(attempts->easy, CURLINFO_OS_ERRNO, &error) != CURLE_OK) {
+            error = 0;
+        }
+        attempts->first_errno = error;
+        attempts->stopped = 1;
+    }
+}
+
+static int CCurlShims_prereq_once(void *context, char *primary_ip, char *local_ip, int primary_port, int local_port) {
+    (void)primary_ip;
+    (void)local_ip;
+    (void)primary_port;
+    (void)local_port;
+    CCurlShims_attempts *attempts = context;
+    if (attempts->sent > 0) {
+        CCurlShims_stop_attempt(attempts);
+        return CURL_PREREQFUNC_ABORT;
+    }
+    attempts->sent += 1;
+    return CURL_PREREQFUNC_OK;
+}
+
+static int CCurlShims_sockopt_once(void *context, curl_socket_t socket, curlsocktype purpose) {
+    (void)socket;
+    (void)purpose;
+    CCurlShims_attempts *attempts = context;
+    if (attempts->sent > 0) {
+        CCurlShims_stop_attempt(attempts);
+        return CURL_SOCKOPT_ERROR;
+    }
+    return CURL_SOCKOPT_OK;
+}
+
+CURLcode CCurlShims_easy_send_once(CURL *handle, CCurlShims_attempts *attempts) {
+    attempts->easy = handle;
+    CURLcode result = curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, CCurlShims_prereq_once);
+    if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_PREREQDATA, attempts);
+    if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, CCurlShims_sockopt_once);
+    if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_SOCKOPTDATA, attempts);
+    return result;
+}
+
+int CCurlShims_is_reset_errno(long error) {
+    return error == ECONNRESET || error == EPIPE;
 }
 
 CURLMcode CCurlShims_multi_setopt_long(CURLM *handle, CURLMoption option, long value) {

@@ -22,6 +22,9 @@ final class CurlEasyHandle {
     /// removed from the multi handle (libcurl re-reads it when it sends the request again, e.g. after a refused
     /// stream). Never null, so libcurl never falls back to its read callback (stdin).
     private var bodyBuffer: UnsafeMutableRawBufferPointer
+    /// What libcurl did with the current transfer's attempts, for a request sent at most once
+    /// (``HTTPRequest/sendOnce``): the callbacks installed by ``sendOnce()`` write it, ``resetAttempts()`` clears it.
+    private let attempts: UnsafeMutablePointer<CCurlShims_attempts>
 
     init() throws {
         try CurlGlobal.ensureInitialized()
@@ -32,6 +35,8 @@ final class CurlEasyHandle {
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE))
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE))
         bodyBuffer = .allocate(byteCount: 1024, alignment: 1)
+        attempts = .allocate(capacity: 1)
+        attempts.initialize(to: CCurlShims_attempts(easy: handle, sent: 0, stopped: 0, first_errno: 0))
     }
 
     deinit {
@@ -39,6 +44,42 @@ final class CurlEasyHandle {
         curl_slist_free_all(connectToList)
         errorBuffer.deallocate()
         bodyBuffer.deallocate()
+        attempts.deallocate()
+    }
+
+    /// Makes every transfer of this handle (until its next reset) send its request at most once: libcurl's own
+    /// resend on another connection, after a kept-alive one died with no answer, is stopped and recorded.
+    func sendOnce() throws {
+        let result = CCurlShims_easy_send_once(raw, attempts)
+        guard result == CURLE_OK else {
+            throw HTTPClientError(
+                code: .invalidRequest, curlCode: Int(result.rawValue),
+                message: "the send-once callbacks could not be set: \(CurlGlobal.describe(result))")
+        }
+    }
+
+    /// Clears the record of attempts before a transfer.
+    func resetAttempts() {
+        attempts.pointee.sent = 0
+        attempts.pointee.stopped = 0
+        attempts.pointee.first_errno = 0
+    }
+
+    /// For a failed transfer sent at most once (``sendOnce()``): whether the server certainly never read the whole
+    /// request. Its one attempt went out, no byte of an answer came back, and the connection was reset: a send
+    /// failed (the request did not go out whole), or the peer reset the connection (`ECONNRESET`, `EPIPE`). A
+    /// peer resets a TCP connection when its application closes it with bytes unread, or when bytes arrive after
+    /// it closed; one that read the whole request and then closed, or died, ends the connection in order (EOF),
+    /// which says nothing about whether it acted on the request.
+    func wasResetUnread(_ code: CURLcode) -> Bool {
+        let record = attempts.pointee
+        guard record.sent == 1, info(CURLINFO_HEADER_SIZE) == 0 else { return false }
+        if record.stopped != 0 {
+            // libcurl began a resend after a send or receive failure on a reused connection, or after its end.
+            return CCurlShims_is_reset_errno(record.first_errno) == 1
+        }
+        return code == CURLE_SEND_ERROR
+            || (code == CURLE_RECV_ERROR && CCurlShims_is_reset_errno(info(CURLINFO_OS_ERRNO)) == 1)
     }
 
     /// Clears all options so the handle can carry another request (connections stay in the multi's pool).

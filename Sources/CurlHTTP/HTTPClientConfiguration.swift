@@ -28,6 +28,10 @@ public struct HTTPClientConfiguration: Sendable {
     /// created (``ProxySettings/fromProcessEnvironment()``: `https_proxy`, `HTTPS_PROXY`, `http_proxy`,
     /// `all_proxy`, `no_proxy`, ...). A request with a ``HTTPRequest/connectAddress`` never uses a proxy.
     public var proxy: ProxySettings?
+    /// A kept-alive connection idle longer than this is closed instead of reused (`CURLOPT_MAXAGE_CONN`). Keep it
+    /// under the server's own idle timeout: a connection the server closes just as a request goes out on it fails
+    /// that request (libcurl sends it again unless it is ``HTTPRequest/sendOnce``). Default nil: libcurl's (118 s).
+    public var maxIdleConnectionAge: Duration?
 
     public init(
         maxConnectionsPerHost: Int = 2,
@@ -37,7 +41,8 @@ public struct HTTPClientConfiguration: Sendable {
         connectTimeout: Duration = .seconds(5),
         caFile: String? = nil,
         maxResponseBodySize: Int = 1 << 20,
-        proxy: ProxySettings? = nil
+        proxy: ProxySettings? = nil,
+        maxIdleConnectionAge: Duration? = nil
     ) {
         self.maxConnectionsPerHost = maxConnectionsPerHost
         self.maxConcurrentStreamsPerConnection = maxConcurrentStreamsPerConnection
@@ -47,6 +52,7 @@ public struct HTTPClientConfiguration: Sendable {
         self.caFile = caFile
         self.maxResponseBodySize = maxResponseBodySize
         self.proxy = proxy
+        self.maxIdleConnectionAge = maxIdleConnectionAge
     }
 }
 

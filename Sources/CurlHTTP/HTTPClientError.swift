@@ -48,18 +48,23 @@ public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertibl
     /// How many bytes of request libcurl wrote for this transfer (`CURLINFO_REQUEST_SIZE`): not zero when the
     /// request went out on some connection, even if the failure came later (see ``wasNotSent``).
     public let requestBytesSent: Int
+    /// For a request sent at most once (``HTTPRequest/sendOnce``): the server reset the connection before it read
+    /// the whole request, so its application never had it (see ``CurlEasyHandle``'s `wasResetUnread`). False
+    /// when in doubt, and for every other request.
+    public let wasNotRead: Bool
     /// Where the error was raised.
     public let file: String
     public let line: Int
 
     public init(
-        code: Code, curlCode: Int? = nil, message: String, requestBytesSent: Int = 0, file: String = #fileID,
-        line: Int = #line
+        code: Code, curlCode: Int? = nil, message: String, requestBytesSent: Int = 0, wasNotRead: Bool = false,
+        file: String = #fileID, line: Int = #line
     ) {
         self.code = code
         self.curlCode = curlCode
         self.message = message
         self.requestBytesSent = requestBytesSent
+        self.wasNotRead = wasNotRead
         self.file = file
         self.line = line
     }
@@ -86,6 +91,7 @@ public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertibl
         if let curlCode { text += " (CURLcode \(curlCode))" }
         text += ": \(message)"
         if requestBytesSent > 0 { text += " (after \(requestBytesSent) bytes of request were written)" }
+        if wasNotRead { text += " (reset by the server before it read the request)" }
         return text
     }
 }

@@ -38,6 +38,12 @@ public struct HTTPRequest: Sendable {
     /// Send the URL's path exactly as given (`CURLOPT_PATH_AS_IS`): libcurl then never squashes `/../` or `/./`
     /// segments. For calls whose path was built and checked by the caller (a call forwarded to another replica).
     public var pathAsIs: Bool = false
+    /// Send the request at most once. By default, when a kept-alive HTTP/1.1 connection dies before any answer,
+    /// libcurl sends the request again on another connection, whatever its method; the server may have acted on
+    /// the first copy. With `sendOnce` that resend is stopped (the call fails), and a failure says whether the
+    /// server certainly never read the request (``HTTPClientError/wasNotRead``). For writes whose caller decides
+    /// itself whether to send them again (a call forwarded to another replica).
+    public var sendOnce: Bool = false
     /// Connect to this address instead of resolving the URL's host (`CURLOPT_CONNECT_TO`): the host name still
     /// goes in `Host`, SNI and the certificate check. An IP address (IPv6 without brackets); also bypasses any
     /// proxy, so the address checked by the caller is the one connected to (webhook destinations).

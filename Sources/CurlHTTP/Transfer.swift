@@ -16,6 +16,10 @@ struct TransferSettings: Equatable {
     var proxy: String
     var noProxy: String
     var method: HTTPMethod
+    /// ``HTTPRequest/sendOnce``.
+    var sendOnce: Bool
+    /// ``HTTPClientConfiguration/maxIdleConnectionAge`` in whole seconds (at least 1), nil for libcurl's default.
+    var maxIdleAgeSeconds: Int?
     /// Whether the body goes out with `CURLOPT_POSTFIELDS` (every method but HEAD and a GET without body).
     var sendsBody: Bool
 }
@@ -160,6 +164,8 @@ final class Transfer {
             proxy: request.connectAddress == nil ? proxy.proxy(forTLS: isTLS) : "",
             noProxy: request.connectAddress == nil ? proxy.noProxy ?? "" : "*",
             method: request.method,
+            sendOnce: request.sendOnce,
+            maxIdleAgeSeconds: configuration.maxIdleConnectionAge.map { Swift.max(1, Int($0.components.seconds)) },
             sendsBody: sendsBody)
         if easy.settings != settings {
             easy.reset()
@@ -172,6 +178,7 @@ final class Transfer {
             easy.url = request.url
         }
         easy.errorBuffer[0] = 0
+        if settings.sendOnce { easy.resetAttempts() }
         if sendsBody {
             // Copied into the handle's own buffer: no request ever goes out with another one's body or none.
             try easy.setBody(request.body)
@@ -212,6 +219,8 @@ final class Transfer {
         try easy.set(CURLOPT_PROXY, settings.proxy)
         try easy.set(CURLOPT_NOPROXY, settings.noProxy)
         try easy.set(CURLOPT_ERRORBUFFER, pointer: UnsafeMutableRawPointer(easy.errorBuffer))
+        if settings.sendOnce { try easy.sendOnce() }
+        if let age = settings.maxIdleAgeSeconds { try easy.set(CURLOPT_MAXAGE_CONN, age) }
 
         switch settings.method {
         case .get where !settings.sendsBody:

@@ -169,7 +169,8 @@ final class TransferLoop {
                 connectionSuspect = Int(code.rawValue) != Self.curlTimedOut
                 result = .failure(HTTPClientError(
                     code: .transport, curlCode: Int(code.rawValue), message: transfer.easy.errorMessage(for: code),
-                    requestBytesSent: transfer.easy.info(CURLINFO_REQUEST_SIZE)))
+                    requestBytesSent: transfer.easy.info(CURLINFO_REQUEST_SIZE),
+                    wasNotRead: transfer.slot.request.sendOnce && transfer.easy.wasResetUnread(code)))
             }
             _ = remove(handle)
             finish(

@@ -78,7 +78,12 @@ public struct GatewayApp {
                 caFile: configuration.fcm.caFile.isEmpty ? nil : configuration.fcm.caFile),
             logger: logger)
         // Calls forwarded to the replica that owns an app's partition: HTTP/1.1 keep-alive between replicas.
-        let peerClient = try HTTPClient(configuration: HTTPClientConfiguration(maxConnectionsPerHost: 8), logger: logger)
+        // Idle hop connections are dropped well before the peer's own idle timeout closes them under a call.
+        let peerClient = try HTTPClient(
+            configuration: HTTPClientConfiguration(
+                maxConnectionsPerHost: 8,
+                maxIdleConnectionAge: .milliseconds(max(1_000, min(30_000, configuration.http.idleTimeoutMs / 2)))),
+            logger: logger)
         // Webhook receivers are slow and fail in their own ways: their requests never take the providers' places.
         let webhookClient = try HTTPClient(
             configuration: HTTPClientConfiguration(maxConnectionsPerHost: 8, maxConcurrentRequests: 1000), logger: logger)

@@ -78,6 +78,8 @@ struct RequestRouter: RequestRouting {
             body: request.body, timeout: timeout)
         call.http1 = true
         call.pathAsIs = true
+        // A write goes out once: whether to send it again is decided here, from what the failure proves.
+        call.sendOnce = !Self.isRead(request)
         do {
             let response = try await client.send(call)
             return .answered(ForwardedResponse(status: response.status, headers: response.headers, body: response.body))
@@ -94,14 +96,19 @@ struct RequestRouter: RequestRouting {
     }
 
     /// Whether a call that failed with `failure` may be sent again (to the owner the view names next): it certainly
-    /// never reached the owner (refused before a byte of it was written, or never given to the client), or it is a
-    /// read (`GET`, `HEAD`: no effect to repeat) whose connection failed without timing out. A read that timed out
-    /// used its share of the deadline already; a write that may have reached the owner is never sent again.
+    /// never reached the owner (refused before a byte of it was written, or never given to the client), the owner
+    /// certainly never read it (the connection was reset under the request, with no answer: a replica that stops
+    /// closes a connection whose request it has not read yet; a write is sent once, so no resend of libcurl's
+    /// own hides which attempt that was), or it is a read (`GET`, `HEAD`: no effect to repeat) whose connection
+    /// failed without timing out. A read that timed out used its share of the deadline already; a write that may
+    /// have reached the owner is never sent again.
     static func maySendAgain(_ request: ForwardedRequest, after failure: HTTPClientError) -> Bool {
-        if failure.wasNotSent || failure.code == .overloaded { return true }
-        let isRead = request.method == "GET" || request.method == "HEAD"
-        return isRead && failure.code == .transport && !failure.isTimeout
+        if failure.wasNotSent || failure.wasNotRead || failure.code == .overloaded { return true }
+        return isRead(request) && failure.code == .transport && !failure.isTimeout
     }
+
+    /// `GET` and `HEAD`: calls with no effect to repeat.
+    static func isRead(_ request: ForwardedRequest) -> Bool { request.method == "GET" || request.method == "HEAD" }
 
     func authenticate(forwarded request: ForwardedRequest) -> HopVerdict {
         guard let key else {

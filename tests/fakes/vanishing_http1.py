@@ -2,18 +2,24 @@
 """An HTTP/1.1 server that vanishes after reading a request: it stands for a replica killed (SIGKILL) between
 acting on a forwarded call and answering it.
 
-    vanishing_http1.py --port 0 --record FILE [--exit-on-stdin-eof]
+    vanishing_http1.py --port 0 --record FILE [--second vanish|reset] [--keep-listening] [--exit-on-stdin-eof]
 
-- The first request on its (single) connection is answered `200 ok`, keeping the connection alive.
-- The second request is read whole and its request line appended to FILE; then the server closes its listening
-  socket and the connection, answering nothing, and exits. A client that sends again on a new connection is
-  refused.
+- The first request on its first connection is answered `200 ok`, keeping the connection alive.
+- The second request, with `--second vanish` (the default), is read whole and its request line appended to FILE;
+  then the connection is closed in order (EOF), answering nothing. With `--second reset`, the server waits until
+  the request's bytes arrived and closes the connection without reading them: the kernel resets it (RST), as when
+  a stopping replica closes a connection whose request it has not read yet.
+- Then, by default, the server closes its listening socket and exits: a client that sends again on a new
+  connection is refused. With `--keep-listening` it goes on: every later request, on any connection, is recorded
+  and answered `200 ok`.
 
 Prints `{"port": N, "base_url": "http://127.0.0.1:N"}` on stdout once it listens. Only loopback.
 """
 import argparse
 import json
 import os
+import select
+import signal
 import socket
 import sys
 import threading
@@ -41,12 +47,33 @@ def read_request(connection, pending):
     return head.split(b"\r\n")[0].decode("latin-1")
 
 
+def record(path, line):
+    with open(path, "a") as file:
+        file.write(f"{line}\n")
+
+
+def answer_forever(listener, path):
+    """Records and answers `200 ok` every request, one connection at a time."""
+    while True:
+        connection, _ = listener.accept()
+        pending = [b""]
+        while (line := read_request(connection, pending)) is not None:
+            record(path, line)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
+        connection.close()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--record", required=True)
+    parser.add_argument("--second", choices=["vanish", "reset"], default="vanish")
+    parser.add_argument("--keep-listening", action="store_true")
     parser.add_argument("--exit-on-stdin-eof", action="store_true")
     args = parser.parse_args()
+    # The test runner may start it with SIGTERM blocked or ignored: a stop must end it at once.
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", args.port))
     listener.listen(4)
@@ -63,11 +90,17 @@ def main():
     if first is None:
         return
     connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Type: text/plain\r\n\r\nok")
-    second = read_request(connection, pending)
-    with open(args.record, "a") as record:
-        record.write(f"{second}\n")
-    listener.close()
+    if args.second == "vanish":
+        second = read_request(connection, pending)
+        record(args.record, second)
+    else:
+        # Bytes of the next request arrived; closing with them unread makes the kernel answer RST.
+        select.select([connection], [], [], 30)
+    if not args.keep_listening:
+        listener.close()
     connection.close()
+    if args.keep_listening:
+        answer_forever(listener, args.record)
     os._exit(0)
 
 

@@ -18,6 +18,30 @@ CURLcode CCurlShims_easy_setopt_pointer(CURL *handle, CURLoption option, void *v
 /// `curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION / CURLOPT_HEADERFUNCTION, callback)`.
 CURLcode CCurlShims_easy_setopt_write_function(CURL *handle, CURLoption option, curl_write_callback callback);
 
+/// What libcurl did with the attempts of one transfer that may go out at most once (`CCurlShims_easy_send_once`).
+/// Reset by the caller before each transfer.
+typedef struct CCurlShims_attempts {
+    /// The handle the callbacks read `CURLINFO_OS_ERRNO` from.
+    CURL *easy;
+    /// How many times libcurl was about to send the request on a connection (`CURLOPT_PREREQFUNCTION`).
+    long sent;
+    /// 1 once libcurl began another attempt after the first had gone out, and was stopped.
+    int stopped;
+    /// `CURLINFO_OS_ERRNO` when that other attempt began: the socket error that ended the first, 0 for none
+    /// (the connection was closed in order, or never answered).
+    long first_errno;
+} CCurlShims_attempts;
+
+/// Makes every transfer of `handle` send its request at most once: when libcurl, after the request went out on a
+/// kept-alive connection that then died with no answer, begins to send it again on another connection (a new
+/// socket, `CURLOPT_SOCKOPTFUNCTION`, or another pooled connection, `CURLOPT_PREREQFUNCTION`), the transfer is
+/// stopped there and `attempts` records why the first attempt ended. `attempts` must outlive the handle's
+/// transfers.
+CURLcode CCurlShims_easy_send_once(CURL *handle, CCurlShims_attempts *attempts);
+
+/// Whether `error` (an errno) says the peer reset the connection: `ECONNRESET` or `EPIPE`.
+int CCurlShims_is_reset_errno(long error);
+
 /// `curl_multi_setopt(handle, option, (long)value)`.
 CURLMcode CCurlShims_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 
