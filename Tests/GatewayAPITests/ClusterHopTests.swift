@@ -27,22 +27,26 @@ final class ClusterHopTests: XCTestCase {
     /// when it is a read whose connection failed without timing out. libcurl's own resend on a new connection can
     /// end in "connection refused" after the call was written on the old one: then a write is not sent again (its
     /// outcome is unknown: 504), a read is.
-    func testOnlyACallThatNeverReachedTheOwnerOrAReadIsSentAgain() {
+    func testOnlyACallTheOwnerNeverReadOrAReadIsSentAgain() {
         let refused = HTTPClientError(code: .transport, curlCode: 7, message: "Couldn't connect to server")
         let refusedAfterWriting = HTTPClientError(
             code: .transport, curlCode: 7, message: "Recv failure: Connection reset by peer", requestBytesSent: 347)
         let reset = HTTPClientError(code: .transport, curlCode: 56, message: "Recv failure", requestBytesSent: 347)
+        // A write sent once whose connection the owner reset before reading it (libcurl's resend stopped: 42).
+        let resetUnread = HTTPClientError(
+            code: .transport, curlCode: 42, message: "Recv failure: Connection reset by peer", requestBytesSent: 1422,
+            wasNotRead: true)
         let timedOut = HTTPClientError(code: .transport, curlCode: 28, message: "Operation timed out", requestBytesSent: 347)
         let overloaded = HTTPClientError(code: .overloaded, message: "queue full")
         func verdicts(_ method: String) -> [Bool] {
             let request = ForwardedRequest(method: method, pathAndQuery: "/datasync/v2/app/subscriptions/u", headers: [], body: [])
-            return [refused, refusedAfterWriting, reset, timedOut, overloaded].map { RequestRouter.maySendAgain(request, after: $0) }
+            return [refused, refusedAfterWriting, reset, timedOut, overloaded, resetUnread].map { RequestRouter.maySendAgain(request, after: $0) }
         }
         for write in ["POST", "PUT", "PATCH", "DELETE"] {
-            XCTAssertEqual(verdicts(write), [true, false, false, false, true], write)
+            XCTAssertEqual(verdicts(write), [true, false, false, false, true, true], write)
         }
         for read in ["GET", "HEAD"] {
-            XCTAssertEqual(verdicts(read), [true, true, true, false, true], read)
+            XCTAssertEqual(verdicts(read), [true, true, true, false, true, true], read)
         }
     }
 
