@@ -498,6 +498,16 @@ def group_stalled(window: list[Snapshot], span: float = 20.0) -> bool:
 IN_FLIGHT_MARGIN = 5.0
 
 
+def unowned_since(snaps: list[Snapshot], partition: int, fault_start: float, until: float) -> float:
+    """From when ``partition``'s events wait for an owner the stalled group never gives: the owner's stop
+    (``fault_start``), or earlier when no snapshot saw the partition with a ready owner since an earlier moment (a
+    fault before, whose own check a later fault took over, had already left it without one), less the margin in
+    which its last owner may have fetched an event and not finished it."""
+    last = next((s.time for s in reversed(snaps)
+                 if s.time <= until and any(partition in parts for parts in s.ready.values())), None)
+    return min(fault_start, last if last is not None else fault_start) - IN_FLIGHT_MARGIN
+
+
 def check_partitions(polls: list[dict], faults: list[dict], partitions: int, coverage_bound: float,
                      dual_bound: float, quiet_at: Optional[float], t0: float) -> tuple[list[Violation], dict]:
     violations: list[Violation] = []
@@ -539,8 +549,10 @@ def check_partitions(polls: list[dict], faults: list[dict], partitions: int, cov
             # The partitions' owner stopped consuming when the fault began (a SIGTERM stops polling at once, a kill
             # or a stop at once too): events published from then on were consumed by nobody, and those of the last
             # seconds before may be unfinished (uncommitted, left to a next owner that never came). Not lost by the
-            # gateway.
-            stalled.append((fault["start"] - IN_FLIGHT_MARGIN, set(last.missing(partitions))))
+            # gateway. When an earlier fault had already left a partition without a ready owner (that fault's check
+            # was this one's to make), its events have waited since then.
+            for p in last.missing(partitions):
+                stalled.append((unowned_since(snaps, p, fault["start"], last.time), {p}))
         else:
             violations.append(found)
     if recoveries:

@@ -299,6 +299,37 @@ def test_a_group_that_never_settles_is_the_brokers_not_the_gateways():
     assert "n=2,3" in missed[0], steady.lines()
 
 
+def test_a_stalled_group_after_a_chain_of_faults_excuses_events_from_the_first_owners_stop():
+    """Seed 650546 in CI (2026-11-27): a kill left a partition without an owner, and before the group gave it to
+    another, a second fault (a SIGTERM) took over the check and the group never settled again. The partition's events
+    published after the kill (and in the margin before it) wait for an owner that never comes, not only those after
+    the second fault."""
+    import zlib
+    app_partition = zlib.crc32(b"app") % 4
+    others = sorted(set(range(4)) - {app_partition})
+
+    def history(steady):
+        h = H(partitions=4).fault("kill", 10, 12, "r1").fault("term", 18, 20, "r0").stable("s", "tok-s", created=0)
+        t = 0.0
+        while t < 10:  # r1 owns the app's partition until it is killed
+            h.poll("r0", t, ready=others[:2], steady=True).poll("r1", t + 0.01, ready=[app_partition, others[2]],
+                                                                 steady=True)
+            t += 0.5
+        h.event(1, 8, 8.1)  # published just before the kill: r1 may have fetched it and not finished it
+        h.event(2, 14, 14.1)  # published between the faults: nobody owns the partition
+        while t < 90:
+            h.poll("r0", t, ready=others, steady=steady).poll("r1", t + 0.01, readyz=503, steady=steady)
+            t += 1
+        return h.quiet(85).check(coverage_bound=60)
+
+    stalled = history(steady=False)
+    assert stalled.ok, stalled.lines()
+    assert stalled.stats["events_waiting_for_the_broker"] == 2, stalled.lines()
+    steady = history(steady=True)
+    missed = [v.message for v in steady.violations if v.kind == "missed-notification"]
+    assert missed and "n=1,2" in missed[0], steady.lines()
+
+
 def test_a_fault_starting_before_recovery_takes_the_blame():
     h = H(partitions=4).fault("stop", 10, 20, "r1").fault("kill", 22, 24, "r0")
     h.poll("r0", 21, ready=[0, 1])
