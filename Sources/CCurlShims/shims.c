@@ -28,10 +28,8 @@ CURLcode CCurlShims_easy_setopt_write_function(CURL *handle, CURLoption option, 
 /// Records the first attempt's socket error, once, when libcurl begins another attempt.
 static void CCurlShims_stop_attempt(CCurlShims_attempts *attempts) {
     if (!attempts->stopped) {
-        long error = 0;
-        if (curl_easy_getinfo(attempts->easy, CURLINFO_OS_ERRNO, &error) != CURLE_OK) {
-            error = 0;
-        }
+        long error = 0; /* a failed getinfo leaves it 0: no error known */
+        (void)curl_easy_getinfo(attempts->easy, CURLINFO_OS_ERRNO, &error);
         attempts->first_errno = error;
         attempts->stopped = 1;
     }

@@ -79,6 +79,11 @@ public struct HTTPClientError: Error, Sendable, Hashable, CustomStringConvertibl
     /// may have acted on the first copy.
     public var wasNotSent: Bool { (curlCode == 6 || curlCode == 7) && requestBytesSent == 0 }
 
+    /// Whether the server certainly never acted on the request: it was never sent (``wasNotSent``), or it was sent
+    /// once and the server reset the connection before reading it (``wasNotRead``). Such a request may be sent
+    /// again, to this server or another, whatever its method.
+    public var wasNeverActedOn: Bool { wasNotSent || wasNotRead }
+
     /// Whether the request ran out of time (`CURLE_OPERATION_TIMEDOUT`, connect or total timeout).
     public var isTimeout: Bool { curlCode == Self.curlTimeoutCode }
 

@@ -103,7 +103,7 @@ struct RequestRouter: RequestRouting {
     /// failed without timing out. A read that timed out used its share of the deadline already; a write that may
     /// have reached the owner is never sent again.
     static func maySendAgain(_ request: ForwardedRequest, after failure: HTTPClientError) -> Bool {
-        if failure.wasNotSent || failure.wasNotRead || failure.code == .overloaded { return true }
+        if failure.wasNeverActedOn || failure.code == .overloaded { return true }
         return isRead(request) && failure.code == .transport && !failure.isTimeout
     }
 

@@ -16,10 +16,11 @@ import HTTPTypes
 ///   client's address (`x-push-client-address`, then ``GatewayRequestContext/hopClient``); for every other call
 ///   ``ClientAddressMiddleware`` replaces the header with the address of the connection.
 /// - One deadline (`http.ownerWaitMs`) bounds the whole call. At most ``Forwarding/maximumAttempts`` attempts:
-///   a call is sent again only after a "not owner" answer or when it certainly never reached the owner
-///   (connection refused before a byte of it was written: `HTTPClientError.wasNotSent`). A call that may have
-///   reached the owner without an answer is never sent again: a write then gets `504 timeout` (its outcome is
-///   unknown: read before retrying).
+///   a call is sent again only after a "not owner" answer or when the owner certainly never acted on it
+///   (`HTTPClientError.wasNeverActedOn`): refused before a byte of it was written, or, a write being sent once,
+///   reset by the owner before it read it (a replica that stops closes connections whose requests it has not read;
+///   an HTTP/1.1 request is handled only once read whole). A call that may have reached the owner without an
+///   answer is never sent again: a write then gets `504 timeout` (its outcome is unknown: read before retrying).
 /// - The owner's answer passes back with its status (1xx is not relayed: 502), body and the API's headers.
 struct OwnerRoutingMiddleware: RouterMiddleware {
     typealias Context = GatewayRequestContext
