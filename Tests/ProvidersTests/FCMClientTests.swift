@@ -33,7 +33,7 @@ final class FCMClientTests: FakeServerTestCase<FakeFCMProcess> {
     /// The error of a failed send; throws when it was sent.
     private func failure(_ result: FCMSendResult) throws -> FCMError {
         switch result {
-        case .sent(let name): throw UnexpectedSuccess(messageName: name)
+        case .sent(let message): throw UnexpectedSuccess(messageName: message.name)
         case .failed(let error): return error
         }
     }
@@ -42,8 +42,8 @@ final class FCMClientTests: FakeServerTestCase<FakeFCMProcess> {
         let client = try makeClient()
         let data: [(key: String, value: String)] = [("t", "value"), ("app", "toto"), ("d", #"{"a":"é/😀\n"}"#)]
         let result = await client.send(token: "device-token-1", data: data)
-        guard case .sent(let name) = result else { return XCTFail("\(result)") }
-        XCTAssertTrue(name.hasPrefix("projects/fake-project/messages/"), name)
+        guard case .sent(let accepted) = result else { return XCTFail("\(result)") }
+        XCTAssertTrue(accepted.name.hasPrefix("projects/fake-project/messages/"), accepted.name)
 
         let recordedSends = try await sends()
         let send = try XCTUnwrap(recordedSends.first)

@@ -71,7 +71,7 @@ public final class FCMClient: Sendable {
 
     private func send(token pushToken: String, body: [UInt8], submission: RequestSubmission? = nil) async -> FCMSendResult {
         do {
-            return .sent(messageName: try await endpoint.post(body, submission: submission, read: Self.answer))
+            return .sent(try await endpoint.post(body, submission: submission, read: Self.answer))
         } catch {
             log(error, pushToken)
             return .failed(error)
@@ -79,8 +79,8 @@ public final class FCMClient: Sendable {
     }
 
     /// A 200 is sent; a 401 about our OAuth token (not `THIRD_PARTY_AUTH_ERROR`) is worth a fresh token.
-    private static func answer(_ response: HTTPResponse) -> BearerTokenHTTPClient<FCMError>.Answer<String> {
-        if response.status == 200 { return .sent(FCMResponseParser.messageName(from: response.body)) }
+    private static func answer(_ response: HTTPResponse) -> BearerTokenHTTPClient<FCMError>.Answer<FCMAcceptedMessage> {
+        if response.status == 200 { return .sent(FCMAcceptedMessage(body: response.body)) }
         let failure = FCMResponseParser.error(from: response)
         if response.status == 401, failure.code != .thirdPartyAuthError { return .tokenRefused(failure, metadata: [:]) }
         return .failed(failure)

@@ -163,8 +163,21 @@ extension FCMError: ProviderFailure {
 
 /// The outcome of ``FCMClient/send(token:data:)``.
 public enum FCMSendResult: Sendable {
-    /// FCM accepted the message; its name is `projects/{project}/messages/{id}`.
-    case sent(messageName: String)
+    /// FCM accepted the message (``FCMAcceptedMessage/name`` reads its name from the answer).
+    case sent(FCMAcceptedMessage)
     /// FCM or the way to it refused; see ``FCMError/classification``.
     case failed(FCMError)
+}
+
+/// FCM's answer to an accepted message. Its body is parsed only when ``name`` is read: the delivery path never
+/// reads it, and parsing every answer cost a JSON document per notification.
+public struct FCMAcceptedMessage: Sendable {
+    /// The 200 answer's body: `{"name":"projects/{project}/messages/{id}"}`.
+    public let body: [UInt8]
+
+    public init(body: [UInt8]) { self.body = body }
+
+    /// The message's name, `projects/{project}/messages/{id}`; empty when the body is unreadable (the message was
+    /// accepted all the same).
+    public var name: String { FCMResponseParser.messageName(from: body) }
 }
