@@ -42,6 +42,9 @@ public final class GatewayMetrics: Sendable {
     /// statistics (every 5 s).
     public let consumerGroupSteady: Gauge
     private let counters = Mutex<[String: Counter]>([:])
+    /// `pushgateway_notifications_sent_total` by provider: counted once per notification, so found by the provider's
+    /// name alone (no label key built per call, as ``counter(_:_:_:)`` does).
+    private let sentByProvider = Mutex<[String: Counter]>([:])
     private let gauges = Mutex<[String: Gauge]>([:])
     let requestDurations = Mutex<[String: DurationHistogram]>([:])
     /// `pushgateway_gateway_latency_seconds` by provider (``gatewayLatency(provider:)``).
@@ -235,7 +238,13 @@ public final class GatewayMetrics: Sendable {
     }
 
     public func notificationSent(provider: String) {
-        counter("sent", Self.sent, [("provider", provider)]).increment()
+        let counter = sentByProvider.withLock { cache in
+            if let counter = cache[provider] { return counter }
+            let counter = self.counter("sent", Self.sent, [("provider", provider)])
+            cache[provider] = counter
+            return counter
+        }
+        counter.increment()
     }
 
     public func notificationFailed(provider: String, reason: String) {
