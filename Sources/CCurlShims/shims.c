@@ -4,6 +4,10 @@
 #endif
 #include "CCurlShims.h"
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 CURLcode CCurlShims_easy_setopt_long(CURL *handle, CURLoption option, long value) {
     return curl_easy_setopt(handle, option, value);
@@ -67,6 +71,56 @@ CURLcode CCurlShims_easy_send_once(CURL *handle, CCurlShims_attempts *attempts) 
     if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, CCurlShims_sockopt_once);
     if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_SOCKOPTDATA, attempts);
     return result;
+}
+
+static curl_socket_t CCurlShims_open_socket(void *context, curlsocktype purpose, struct curl_sockaddr *address) {
+    int type = address->socktype;
+#if defined(SOCK_CLOEXEC)
+    type |= SOCK_CLOEXEC;
+#endif
+    curl_socket_t fd = socket(address->family, type, address->protocol);
+    if (fd == CURL_SOCKET_BAD) {
+        return CURL_SOCKET_BAD;
+    }
+    CCurlShims_sockets *sockets = context;
+    if (purpose == CURLSOCKTYPE_IPCXN && address->socktype == SOCK_STREAM
+        && (address->family == AF_INET || address->family == AF_INET6)
+        && sockets->count < CCURLSHIMS_MAX_TRACKED_SOCKETS) {
+        sockets->fds[sockets->count] = fd;
+        sockets->count += 1;
+    }
+    return fd;
+}
+
+static int CCurlShims_close_socket(void *context, curl_socket_t fd) {
+    CCurlShims_sockets *sockets = context;
+    for (int index = 0; index < sockets->count; index++) {
+        if (sockets->fds[index] == fd) {
+            sockets->count -= 1;
+            sockets->fds[index] = sockets->fds[sockets->count];
+            break;
+        }
+    }
+    return close(fd);
+}
+
+CURLcode CCurlShims_easy_track_sockets(CURL *handle, CCurlShims_sockets *sockets) {
+    CURLcode result = curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, CCurlShims_open_socket);
+    if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_OPENSOCKETDATA, sockets);
+    if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_CLOSESOCKETFUNCTION, CCurlShims_close_socket);
+    if (result == CURLE_OK) result = curl_easy_setopt(handle, CURLOPT_CLOSESOCKETDATA, sockets);
+    return result;
+}
+
+void CCurlShims_sockets_cork(const CCurlShims_sockets *sockets, int on) {
+#if defined(TCP_CORK)
+    for (int index = 0; index < sockets->count; index++) {
+        (void)setsockopt(sockets->fds[index], IPPROTO_TCP, TCP_CORK, &on, sizeof(on));
+    }
+#else
+    (void)sockets;
+    (void)on;
+#endif
 }
 
 int CCurlShims_is_reset_errno(long error) {

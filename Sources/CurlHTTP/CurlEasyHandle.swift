@@ -47,6 +47,17 @@ final class CurlEasyHandle {
         attempts.deallocate()
     }
 
+    /// Makes libcurl open and close the sockets of this handle's connections through `sockets` (its multi handle's
+    /// ``CurlMultiHandle/sockets``), until the next reset.
+    func trackSockets(in sockets: UnsafeMutablePointer<CCurlShims_sockets>) throws {
+        let result = CCurlShims_easy_track_sockets(raw, sockets)
+        guard result == CURLE_OK else {
+            throw HTTPClientError(
+                code: .invalidRequest, curlCode: Int(result.rawValue),
+                message: "the socket callbacks could not be set: \(CurlGlobal.describe(result))")
+        }
+    }
+
     /// Makes every transfer of this handle (until its next reset) send its request at most once: libcurl's own
     /// resend on another connection, after a kept-alive one died with no answer, is stopped and recorded.
     func sendOnce() throws {

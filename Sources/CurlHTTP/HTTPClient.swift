@@ -28,7 +28,7 @@ import Synchronization
 /// Call ``shutdown()`` when done: it fails every pending request with ``HTTPClientError/Code/shutdown`` and
 /// joins the thread. Dropping the last reference without it does the same, blocking briefly.
 public final class HTTPClient: Sendable {
-    private let shared: ClientShared
+    let shared: ClientShared
     private let thread: TransferThread
     private let nextID = Atomic<UInt64>(1)
     /// Whether the thread was joined (so it is joined exactly once).

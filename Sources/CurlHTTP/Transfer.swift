@@ -124,10 +124,10 @@ final class Transfer {
     /// Sets the request's options on the easy handle: everything after a reset when the handle's
     /// ``TransferSettings`` differ, else only the URL (when it differs), body, header list and callback context.
     /// `cleartextMode` is the gate's decision for an `http://` URL when the ``CleartextHTTP2Gate`` is in use,
-    /// nil otherwise.
+    /// nil otherwise; `sockets`, the multi handle's record of its connections' sockets (``CurlMultiHandle/sockets``).
     func configure(
         _ configuration: HTTPClientConfiguration, proxy: ProxySettings, headerLists: inout HeaderListCache,
-        cleartextMode: CleartextHTTP2Gate.Mode?
+        cleartextMode: CleartextHTTP2Gate.Mode?, sockets: UnsafeMutablePointer<CCurlShims_sockets>
     ) throws {
         let request = slot.request
         let isCleartext = request.url.utf8.starts(with: "http://".utf8)
@@ -170,6 +170,7 @@ final class Transfer {
         if easy.settings != settings {
             easy.reset()
             try apply(settings)
+            try easy.trackSockets(in: sockets)
             easy.settings = settings
         }
         if easy.url != request.url {

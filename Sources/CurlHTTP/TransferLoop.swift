@@ -66,7 +66,10 @@ final class TransferLoop {
             }
 
             var running: Int32 = 0
+            // What this call writes leaves at the uncork, in as few segments as it fills (``CurlMultiHandle/corkSockets(_:)``).
+            shared.multi.corkSockets(true)
             let performed = curl_multi_perform(shared.multi.raw, &running)
+            shared.multi.corkSockets(false)
             if performed != CURLM_OK {
                 logger.error("curl_multi_perform failed", metadata: [LoggingKeys.curlCode: "\(performed.rawValue)"])
             }
@@ -102,7 +105,8 @@ final class TransferLoop {
             slot: slot, easy: easy, maxBodySize: shared.configuration.maxResponseBodySize, gateOrigin: gateOrigin)
         do {
             try transfer.configure(
-                shared.configuration, proxy: shared.proxy, headerLists: &headerLists, cleartextMode: cleartextMode)
+                shared.configuration, proxy: shared.proxy, headerLists: &headerLists, cleartextMode: cleartextMode,
+                sockets: shared.multi.sockets)
         } catch {
             easy.reset()  // whatever was set before the failure is unknown
             recycle(easy)

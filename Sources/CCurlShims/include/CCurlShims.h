@@ -42,6 +42,28 @@ CURLcode CCurlShims_easy_send_once(CURL *handle, CCurlShims_attempts *attempts);
 /// Whether `error` (an errno) says the peer reset the connection: `ECONNRESET` or `EPIPE`.
 int CCurlShims_is_reset_errno(long error);
 
+/// At most this many connections of one multi handle are corked (``CCurlShims_sockets``); more are left as they
+/// are (their writes go out at once, as without it).
+#define CCURLSHIMS_MAX_TRACKED_SOCKETS 64
+
+/// The TCP sockets libcurl opened for the connections of one multi handle's transfers, kept by the open and close
+/// callbacks `CCurlShims_easy_track_sockets` installs. Confined to the transfer thread (the callbacks run inside
+/// `curl_multi_perform`, `curl_multi_remove_handle` and `curl_multi_cleanup`). Must outlive the multi handle's
+/// connections: freed after `curl_multi_cleanup`.
+typedef struct CCurlShims_sockets {
+    int count;
+    curl_socket_t fds[CCURLSHIMS_MAX_TRACKED_SOCKETS];
+} CCurlShims_sockets;
+
+/// Makes libcurl open and close the sockets of `handle`'s connections through callbacks that keep `sockets` (TCP
+/// over IPv4 and IPv6 only) up to date. The sockets are opened close-on-exec.
+CURLcode CCurlShims_easy_track_sockets(CURL *handle, CCurlShims_sockets *sockets);
+
+/// Sets `TCP_CORK` on (`on` 1) or off (0) on every socket of `sockets`: while on, the kernel holds what libcurl
+/// writes until a full segment or until it is set off, which sends what was held at once. Where `TCP_CORK` does
+/// not exist, does nothing.
+void CCurlShims_sockets_cork(const CCurlShims_sockets *sockets, int on);
+
 /// `curl_multi_setopt(handle, option, (long)value)`.
 CURLMcode CCurlShims_multi_setopt_long(CURLM *handle, CURLMoption option, long value);
 
