@@ -147,7 +147,7 @@ public final class AppIndex {
 
     /// An estimate of the heap bytes this app's index holds, never below the truth for the structures it
     /// counts: each trie node (object, key string, its share of its parent's child map), each payload and
-    /// subscriber entry (with its filters, ``SubscriptionSettings/filterBytes``, and its device key,
+    /// subscriber entry (with its filters, ``SubscriptionSettings/extraBytes``, and its device key,
     /// ``DeviceEncryption/heapBytes``, when it has them), each device's token and each user's uid (stored once:
     /// subscriptions of one device or user share the string, see ``subscribe(path:subscriber:settings:)``), the
     /// per-device, per-user and per-owner indexes, and each shadow's JSON. O(1): maintained on every change.
@@ -181,7 +181,8 @@ public final class AppIndex {
     }
 
     /// The bytes that subscribing `subscriber` at `path` would add: what a create reserves against the byte
-    /// budgets before it is written. For a refresh, only what a larger device key adds (0 most often).
+    /// budgets before it is written. For a refresh, only what a larger device key or more filters add (0 most
+    /// often).
     /// O(path length).
     public func bytesToSubscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> Int {
         var total = settings.encryption?.heapBytes ?? 0
@@ -198,14 +199,16 @@ public final class AppIndex {
             total += Self.nodeBytes + HeapCost.string(key.string)
         }
         if let node, let payload = node.payload {
-            if let existing = payload.subscribers[subscriber] { return max(0, total - (existing.encryption?.heapBytes ?? 0)) }
+            if let existing = payload.subscribers[subscriber] {
+                return max(0, total + settings.extraBytes - existing.extraBytes - (existing.encryption?.heapBytes ?? 0))
+            }
             total += payload.subscribers.growthForNewKey
         } else {
             total += Self.payloadBytes
         }
-        total += settings.filterBytes
+        total += settings.extraBytes
         if perDevice.count(of: subscriber.device) == 0 {
-            total += HeapCost.string(subscriber.token) + perDevice.growthForNew(subscriber.device)
+            total += subscriber.packedToken.heapBytes + perDevice.growthForNew(subscriber.device)
         }
         if let owner = settings.owner, perOwner[owner] == nil {
             total += HeapCost.string(owner.string)
@@ -253,7 +256,7 @@ public final class AppIndex {
     private func canonical(_ subscriber: SubscriberKey, _ settings: SubscriptionSettings) -> (SubscriberKey, SubscriptionSettings) {
         var subscriber = subscriber
         var settings = settings
-        if let token = perDevice.storedToken(of: subscriber.device) { subscriber.token = token }
+        if let token = perDevice.storedToken(of: subscriber.device) { subscriber.packedToken = token }
         func stored(_ uid: String) -> String? {
             if let index = perOwner.index(forKey: ExactString(uid)) { return perOwner[index].key.string }
             if let index = byUser.index(forKey: ExactString(uid)) { return byUser[index].key.string }
@@ -318,7 +321,7 @@ public final class AppIndex {
         }
         let grown = payload.subscribers.heapBytes
         let previous = payload.subscribers.updateValue(settings, forKey: subscriber)
-        storedBytes += payload.subscribers.heapBytes - grown + settings.filterBytes - (previous?.filterBytes ?? 0)
+        storedBytes += payload.subscribers.heapBytes - grown + settings.extraBytes - (previous?.extraBytes ?? 0)
             + (settings.encryption?.heapBytes ?? 0) - (previous?.encryption?.heapBytes ?? 0)
         if let previous, previous.mode.needsData { payload.dataSubscribers -= 1 }
         if settings.mode.needsData { payload.dataSubscribers += 1 }
@@ -333,7 +336,7 @@ public final class AppIndex {
         subscriptionCount += 1
         count(owner: settings.owner, by: 1)
         let device = subscriber.device
-        if perDevice.increment(device) { storedBytes += HeapCost.string(subscriber.token) }
+        if perDevice.increment(device) { storedBytes += subscriber.packedToken.heapBytes }
         if let uid = subscriber.uid {
             let entry = UserEntry(path: DataPath(validatedSegments: keys), subscriber: subscriber)
             let key = ExactString(uid)
@@ -364,7 +367,7 @@ public final class AppIndex {
         guard let payload = node.payload else { return nil }
         let shrunk = payload.subscribers.heapBytes
         guard let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
-        storedBytes += payload.subscribers.heapBytes - shrunk - removed.filterBytes - (removed.encryption?.heapBytes ?? 0)
+        storedBytes += payload.subscribers.heapBytes - shrunk - removed.extraBytes - (removed.encryption?.heapBytes ?? 0)
         if removed.mode.needsData {
             payload.dataSubscribers -= 1
             if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
@@ -389,7 +392,7 @@ public final class AppIndex {
         subscriptionCount -= 1
         count(owner: removed.owner, by: -1)
         let device = subscriber.device
-        if let token = perDevice.decrement(device) { storedBytes -= HeapCost.string(token) }
+        if let token = perDevice.decrement(device) { storedBytes -= token.heapBytes }
         if let uid = subscriber.uid, var entries = byUser.removeValue(forKey: ExactString(uid)) {
             let entry = UserEntry(path: path, subscriber: subscriber)
             let held = Self.entryBytes(entries)

@@ -16,11 +16,11 @@ enum CompactRecordScanner {
         guard cursor.take(.openBracket), let app = cursor.plainString(), cursor.take(.comma),
             let pathText = cursor.plainString(), cursor.take(.comma),
             let kindText = cursor.plainString(), cursor.take(.comma),
-            let token = cursor.plainString(), cursor.take(.comma),
+            let token = cursor.plainToken(), cursor.take(.comma),
             let uid = cursor.plainString(), cursor.take(.closeBracket), cursor.atEnd,
-            !app.isEmpty, !token.isEmpty, let kind = SubscriberKind(rawValue: kindText), let path = try? DataPath(pathText)
+            !app.isEmpty, token.utf8Count > 0, let kind = SubscriberKind(rawValue: kindText), let path = try? DataPath(pathText)
         else { return nil }
-        let subscriber = SubscriberKey(kind: kind, token: token, uid: uid.isEmpty ? nil : uid)
+        let subscriber = SubscriberKey(kind: kind, packedToken: token, uid: uid.isEmpty ? nil : uid)
         guard let value, !value.isEmpty else { return .deletion(app: app, path: path, subscriber: subscriber) }
         guard let settings = settings(value) else { return nil }
         return SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
@@ -114,6 +114,13 @@ enum CompactRecordScanner {
 
         /// A string without escapes or control characters, validated as UTF-8 (as the JSON decoder does). ASCII, as
         /// tokens, ids and most paths are, is valid as it is: only other bytes go through the validation.
+        /// ``plainString()`` as a stored token, packed straight from the bytes when they are ASCII.
+        mutating func plainToken() -> PackedToken? {
+            guard let (bytes, isASCII) = plainSpan() else { return nil }
+            if isASCII { return PackedToken.make(bytes: bytes) }
+            return String(validating: bytes, as: UTF8.self).map { PackedToken.make($0) }
+        }
+
         mutating func plainString() -> String? {
             guard let (bytes, isASCII) = plainSpan() else { return nil }
             return isASCII ? String(decoding: bytes, as: UTF8.self) : String(validating: bytes, as: UTF8.self)

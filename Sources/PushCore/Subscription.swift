@@ -48,11 +48,18 @@ public enum NotificationFormat: String, Sendable, CaseIterable {
 /// Equality and hashing compare the token's and the uid's UTF-8 bytes (``ExactString``), never Unicode
 /// canonical equivalence: two tokens or uids that differ in bytes are two identities.
 public struct SubscriberKey: Sendable, Hashable {
-    // Field order and a non-optional uid keep the struct at 33 bytes: a million of them are held in memory.
-    /// The provider's push token (FCM registration token, HMS push token).
-    public var token: String
+    // A packed token (one reference), a non-optional uid and this field order keep the struct at 25 bytes: a
+    // million of them are held in memory.
+    /// The provider's push token as stored: shared by every subscription of the device (``AppIndex``).
+    public var packedToken: PackedToken
     private var uidStorage: String
     public var kind: SubscriberKind
+
+    /// The provider's push token (FCM registration token, HMS push token); made from ``packedToken`` on each read.
+    public var token: String {
+        get { packedToken.string }
+        set { packedToken = PackedToken.make(newValue) }
+    }
 
     public var uid: String? {
         get { uidStorage.isEmpty ? nil : uidStorage }
@@ -60,7 +67,11 @@ public struct SubscriberKey: Sendable, Hashable {
     }
 
     public init(kind: SubscriberKind = .mobile, token: String, uid: String? = nil) {
-        self.token = token
+        self.init(kind: kind, packedToken: PackedToken.make(token), uid: uid)
+    }
+
+    public init(kind: SubscriberKind = .mobile, packedToken: PackedToken, uid: String? = nil) {
+        self.packedToken = packedToken
         self.uidStorage = uid ?? ""
         self.kind = kind
     }
@@ -110,15 +121,15 @@ public struct SubscriberKey: Sendable, Hashable {
     }
 
     /// The device this subscriber reaches (kind and token), whatever the user.
-    public var device: DeviceKey { DeviceKey(kind: kind, token: ExactString(token)) }
+    public var device: DeviceKey { DeviceKey(kind: kind, packedToken: packedToken) }
 
     public static func == (left: SubscriberKey, right: SubscriberKey) -> Bool {
-        left.kind == right.kind && left.token.bytesEqual(right.token) && left.uidStorage.bytesEqual(right.uidStorage)
+        left.kind == right.kind && left.packedToken == right.packedToken && left.uidStorage.bytesEqual(right.uidStorage)
     }
 
     public func hash(into hasher: inout Hasher) {
         hasher.combine(kind)
-        token.hashBytes(into: &hasher)
+        packedToken.hash(into: &hasher)
         uidStorage.hashBytes(into: &hasher)
     }
 }
@@ -126,34 +137,44 @@ public struct SubscriberKey: Sendable, Hashable {
 /// A push destination: the provider and the token, compared by bytes (the per-device quota counts by it).
 public struct DeviceKey: Sendable, Hashable {
     public var kind: SubscriberKind
-    public var token: ExactString
+    public var packedToken: PackedToken
+
+    public var token: ExactString { ExactString(packedToken.string) }
 
     public init(kind: SubscriberKind, token: ExactString) {
+        self.init(kind: kind, packedToken: PackedToken.make(token.string))
+    }
+
+    public init(kind: SubscriberKind, packedToken: PackedToken) {
         self.kind = kind
-        self.token = token
+        self.packedToken = packedToken
     }
 }
 
 /// The mutable part of a subscription.
 public struct SubscriptionSettings: Sendable, Equatable {
-    // Field order: the one-byte fields last, so the struct is 42 bytes and the fields that follow it in a
+    // Field order: the one-byte fields last, so the struct is 34 bytes and the fields that follow it in a
     // payload (AppIndex) fit in its tail.
     /// The uid of the auth token the subscription was made with (nil without a token), so that the app's
     /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid.
     public var authUID: String?
-    /// Boxed: one pointer in every subscriber entry, the filters' storage only where there are some.
-    private var filterBox: FilterBox?
+    /// The filters and the device key, both rare, in one box: one pointer in every subscriber entry (issue 19),
+    /// their storage only where there are some.
+    private var extras: Extras?
 
     /// What narrows the writes that wake this subscription (v2 only); nil: every write. Empty filters are
     /// stored as nil.
     public var filters: SubscriptionFilters? {
-        get { filterBox?.filters }
-        set { filterBox = newValue.flatMap { $0.isEmpty ? nil : FilterBox(filters: $0) } }
+        get { extras?.filters }
+        set { extras = Extras.make(filters: newValue.flatMap { $0.isEmpty ? nil : $0 }, encryption: encryption) }
     }
 
     /// v2 only: the device's own public key; its notifications are encrypted for it alone. Nil: the app's key
     /// (or none) decides, as for every other subscription.
-    public var encryption: DeviceEncryption?
+    public var encryption: DeviceEncryption? {
+        get { extras?.encryption }
+        set { extras = Extras.make(filters: filters, encryption: newValue) }
+    }
 
     /// Expiry, seconds since the Unix epoch.
     public var expiresAt: Int64
@@ -168,8 +189,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
         self.mode = mode
         self.format = format
         self.authUID = authUID
-        self.filters = filters
-        self.encryption = encryption
+        self.extras = Extras.make(filters: filters.flatMap { $0.isEmpty ? nil : $0 }, encryption: encryption)
     }
 
     /// The uid a quota counts this subscription against: the auth token's uid (v2: the subscriber's uid).
@@ -181,12 +201,13 @@ public struct SubscriptionSettings: Sendable, Equatable {
             && left.filters == right.filters && left.encryption == right.encryption
     }
 
-    /// The estimated heap bytes of the filters (the box, the key array and the keys' strings): what
-    /// ``AppIndex/byteCount`` adds for a filtered subscription.
-    var filterBytes: Int {
-        guard let filters else { return 0 }
-        var total = HeapCost.object(fields: MemoryLayout<SubscriptionFilters>.size)
-        if let keys = filters.keys {
+    /// The estimated heap bytes of the box that holds the filters and the device key, and of the filters (the
+    /// key array and the keys' strings): what ``AppIndex/byteCount`` adds for a filtered or device-keyed
+    /// subscription, besides the device key's own object (``DeviceEncryption/heapBytes``).
+    var extraBytes: Int {
+        guard let extras else { return 0 }
+        var total = HeapCost.object(fields: MemoryLayout<(SubscriptionFilters?, DeviceEncryption?)>.size)
+        if let keys = extras.filters?.keys {
             total += HeapCost.array(capacity: keys.capacity, stride: MemoryLayout<ExactString>.stride)
             for key in keys { total += HeapCost.string(key.string) }
         }
@@ -194,11 +215,19 @@ public struct SubscriptionSettings: Sendable, Equatable {
     }
 }
 
-/// The immutable storage of a subscription's filters.
-private final class FilterBox: Sendable {
-    let filters: SubscriptionFilters
+/// The immutable storage of a subscription's filters and device key (nil when it has neither).
+private final class Extras: Sendable {
+    let filters: SubscriptionFilters?
+    let encryption: DeviceEncryption?
 
-    init(filters: SubscriptionFilters) { self.filters = filters }
+    private init(filters: SubscriptionFilters?, encryption: DeviceEncryption?) {
+        self.filters = filters
+        self.encryption = encryption
+    }
+
+    static func make(filters: SubscriptionFilters?, encryption: DeviceEncryption?) -> Extras? {
+        filters == nil && encryption == nil ? nil : Extras(filters: filters, encryption: encryption)
+    }
 }
 
 /// One subscription, as returned by queries on the index.

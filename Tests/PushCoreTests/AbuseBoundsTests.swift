@@ -85,7 +85,7 @@ final class AbuseBoundsTests: XCTestCase {
                 } else {
                     let removed = counts.decrement(device)
                     XCTAssertEqual(removed != nil, model[device] == 1, "seed \(seed) step \(step)")
-                    if let removed { XCTAssertEqual(removed, device.token.string) }
+                    if let removed { XCTAssertEqual(removed, device.packedToken) }
                     if let held = model[device] { model[device] = held > 1 ? held - 1 : nil }
                 }
                 for each in devices {

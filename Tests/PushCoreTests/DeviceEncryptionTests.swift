@@ -61,7 +61,8 @@ final class DeviceEncryptionTests: XCTestCase {
         XCTAssertEqual(decoded.entries.map(\.encryption), [key, nil])
     }
 
-    /// The key's bytes are predicted, counted, replaced and given back with its subscription.
+    /// The key's bytes (and the box that holds it in the settings) are predicted, counted, replaced and given
+    /// back with its subscription.
     func testDeviceKeyBytesAreCounted() throws {
         let index = AppIndex(app: "a")
         let path = try DataPath("/users/alice")
@@ -76,7 +77,8 @@ final class DeviceEncryptionTests: XCTestCase {
         XCTAssertEqual(
             probe.bytesToSubscribe(path: path, subscriber: subscriber, settings: keyed)
                 - probe.bytesToSubscribe(path: path, subscriber: subscriber, settings: plain),
-            key.heapBytes)
+            key.heapBytes + keyed.extraBytes)
+        XCTAssertEqual(plain.extraBytes, 0)
 
         let empty = index.byteCount
         index.subscribe(path: path, subscriber: subscriber, settings: keyed)
@@ -85,8 +87,8 @@ final class DeviceEncryptionTests: XCTestCase {
         // Dropping the key gives its bytes back; adding it again is predicted as its bytes.
         let withKey = index.byteCount
         index.subscribe(path: path, subscriber: subscriber, settings: plain)
-        XCTAssertEqual(withKey - index.byteCount, key.heapBytes)
-        XCTAssertEqual(index.bytesToSubscribe(path: path, subscriber: subscriber, settings: keyed), key.heapBytes)
+        XCTAssertEqual(withKey - index.byteCount, key.heapBytes + keyed.extraBytes)
+        XCTAssertEqual(index.bytesToSubscribe(path: path, subscriber: subscriber, settings: keyed), key.heapBytes + keyed.extraBytes)
         index.subscribe(path: path, subscriber: subscriber, settings: keyed)
         XCTAssertEqual(index.byteCount, withKey)
         index.unsubscribe(path: path, subscriber: subscriber)

@@ -269,14 +269,17 @@ final class FilterTests: XCTestCase {
         let keys = (0..<SubscriptionFilters.maximumKeys).map { "key-of-more-than-fifteen-bytes-\($0)" }
         let filtered = try settings(.childEvent, keys: keys, events: [.added])
         let plain = try settings(.childEvent)
-        XCTAssertGreaterThan(filtered.filterBytes, keys.count * 32)
-        XCTAssertEqual(plain.filterBytes, 0)
+        XCTAssertGreaterThan(filtered.extraBytes, keys.count * 32)
+        XCTAssertEqual(plain.extraBytes, 0)
         let predicted = index.bytesToSubscribe(path: path("/f"), subscriber: device("d"), settings: filtered)
         index.subscribe(path: path("/f"), subscriber: device("d"), settings: filtered)
         XCTAssertEqual(index.byteCount - empty, predicted)
         // A refresh that drops the filters gives their bytes back; one that adds them takes them again.
         index.subscribe(path: path("/f"), subscriber: device("d"), settings: plain)
-        XCTAssertEqual(index.byteCount - empty, predicted - filtered.filterBytes)
+        XCTAssertEqual(index.byteCount - empty, predicted - filtered.extraBytes)
+        XCTAssertEqual(
+            index.bytesToSubscribe(path: path("/f"), subscriber: device("d"), settings: filtered), filtered.extraBytes,
+            "a refresh that adds filters reserves their bytes")
         index.subscribe(path: path("/f"), subscriber: device("d"), settings: filtered)
         XCTAssertEqual(index.byteCount - empty, predicted)
         index.unsubscribe(path: path("/f"), subscriber: device("d"))

@@ -1,0 +1,201 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A push token as the index holds it (issue 19, "state in 300 bytes per subscription"): one immutable object,
+/// shared by every subscription of the device and by the per-device counts, compared and hashed by the token's
+/// exact UTF-8 bytes (like ``ExactString``).
+///
+/// FCM and HMS tokens are base64url text with at most one `:` (an FCM token is an instance id, `:`, and the
+/// registration). Such a token is stored in 6 bits a character, its `:` as a position: a 156-byte FCM token takes
+/// a 144-byte malloc block instead of a native string's 208. Any other text (webhook URLs and context, browser
+/// subscriptions, tokens of other shapes) is stored as its bytes, after a 2-byte header instead of a native
+/// string's 32. The choice follows from the bytes alone, so equal tokens have equal storage: equality and hashing
+/// compare the stored bytes without decoding them.
+///
+/// Layout (``ManagedBuffer``: the 16-byte object header, a 2-byte header, then the tail):
+/// - packed: header = `0x8000 | count` (count < 0x7FFF, the token's length), tail = the `:`'s offset + 1 (0: none;
+///   the offset is below 255) and the other characters' 6-bit codes, four to three bytes, big-endian bit order;
+/// - bytes: header = count when below 0x7FFF, tail = the bytes; else header = 0x7FFF, tail = the count in 4 bytes
+///   (little-endian), then the bytes.
+public struct PackedToken: @unchecked Sendable {
+    // Sendable: the storage is immutable once made (its tail is written only in ``make(bytes:)``).
+    final class Storage: ManagedBuffer<UInt16, UInt8> {}
+
+    private let storage: Storage
+
+    private init(_ storage: Storage) { self.storage = storage }
+
+    private var header: UInt16 { storage.header }
+
+    private func withTail<R>(_ body: (UnsafeMutablePointer<UInt8>) throws -> R) rethrows -> R {
+        try storage.withUnsafeMutablePointerToElements(body)
+    }
+
+    /// True when both are the same object (tokens shared through the index).
+    func isSame(as other: PackedToken) -> Bool { storage === other.storage }
+
+    private static let packedFlag: UInt16 = 0x8000
+    private static let longMark: UInt16 = 0x7FFF
+    private static let noCode: UInt8 = 0xFF
+
+    /// The 6-bit code of each byte of the base64url alphabet (`A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_`); 0xFF for the others.
+    private static let codes: [UInt8] = {
+        var table = [UInt8](repeating: noCode, count: 256)
+        for (code, byte) in alphabet.enumerated() { table[Int(byte)] = UInt8(code) }
+        return table
+    }()
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// The stored form of `token`.
+    public static func make(_ token: String) -> PackedToken {
+        var token = token
+        return token.withUTF8 { make(bytes: $0) }
+    }
+
+    /// The stored form of the token whose UTF-8 bytes are `bytes` (valid UTF-8).
+    public static func make(bytes: UnsafeBufferPointer<UInt8>) -> PackedToken {
+        if let packed = packed(bytes) { return packed }
+        let count = bytes.count
+        let long = count >= Int(longMark)
+        let prefix = long ? 4 : 0
+        let made = unsafeDowncast(
+            Storage.create(minimumCapacity: prefix + count) { _ in long ? longMark : UInt16(count) }, to: Storage.self)
+        made.withUnsafeMutablePointerToElements { out in
+            if long {
+                let length = UInt32(count)
+                for shift in 0..<4 { out[shift] = UInt8(truncatingIfNeeded: length >> UInt32(shift * 8)) }
+            }
+            if let base = bytes.baseAddress { (out + prefix).update(from: base, count: count) }
+        }
+        return PackedToken(made)
+    }
+
+    /// `bytes` packed, in one pass: nil unless they are base64url bytes with at most one `:` at an offset below
+    /// 255, and fewer than 0x7FFF.
+    private static func packed(_ bytes: UnsafeBufferPointer<UInt8>) -> PackedToken? {
+        let count = bytes.count
+        guard count > 0, count < Int(longMark) else { return nil }
+        return codes.withUnsafeBufferPointer { table in
+            withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 1 + (count * 6 + 7) / 8) { scratch -> PackedToken? in
+                var colon = 0  // its offset + 1
+                var accumulator: UInt32 = 0
+                var bits = 0
+                var written = 1
+                for offset in 0..<count {
+                    let byte = bytes[offset]
+                    let code = table[Int(byte)]
+                    if code == noCode {
+                        guard byte == UInt8(ascii: ":"), colon == 0, offset < 255 else { return nil }
+                        colon = offset + 1
+                        continue
+                    }
+                    accumulator = accumulator << 6 | UInt32(code)
+                    bits += 6
+                    if bits >= 8 {
+                        bits -= 8
+                        scratch[written] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
+                        written += 1
+                    }
+                }
+                if bits > 0 {
+                    scratch[written] = UInt8(truncatingIfNeeded: accumulator << UInt32(8 - bits))
+                    written += 1
+                }
+                scratch[0] = UInt8(colon)
+                let made = unsafeDowncast(
+                    Storage.create(minimumCapacity: written) { _ in packedFlag | UInt16(count) }, to: Storage.self)
+                made.withUnsafeMutablePointerToElements { out in
+                    if let base = scratch.baseAddress { out.update(from: base, count: written) }
+                }
+                return PackedToken(made)
+            }
+        }
+    }
+
+    private var isPacked: Bool { header & Self.packedFlag != 0 }
+
+    /// The token's length in UTF-8 bytes.
+    public var utf8Count: Int {
+        let header = self.header
+        if header & Self.packedFlag != 0 { return Int(header & ~Self.packedFlag) }
+        guard header == Self.longMark else { return Int(header) }
+        return withTail { Self.longCount($0) }
+    }
+
+    private static func longCount(_ tail: UnsafeMutablePointer<UInt8>) -> Int {
+        (0..<4).reduce(0) { $0 | Int(tail[$1]) << ($1 * 8) }
+    }
+
+    /// The bytes of the tail in use.
+    var storedCount: Int {
+        let header = self.header
+        if header & Self.packedFlag != 0 {
+            let count = Int(header & ~Self.packedFlag)
+            let characters = withTail { $0[0] } == 0 ? count : count - 1
+            return 1 + (characters * 6 + 7) / 8
+        }
+        guard header == Self.longMark else { return Int(header) }
+        return 4 + utf8Count
+    }
+
+    /// The heap bytes this object takes (``HeapCost``).
+    var heapBytes: Int { HeapCost.block(16 + MemoryLayout<UInt16>.size + storedCount) }
+
+    /// The token's text.
+    public var string: String {
+        let count = utf8Count
+        guard count > 0 else { return "" }
+        return withTail { tail in
+            String(unsafeUninitializedCapacity: count) { out in
+                guard let target = out.baseAddress else { return 0 }
+                if !isPacked {
+                    target.update(from: tail + (header == Self.longMark ? 4 : 0), count: count)
+                    return count
+                }
+                let colon = Int(tail[0]) - 1  // -1: none
+                Self.alphabet.withUnsafeBufferPointer { alphabet in
+                    var accumulator: UInt32 = 0
+                    var bits = 0
+                    var read = 1
+                    for offset in 0..<count {
+                        if offset == colon {
+                            target[offset] = UInt8(ascii: ":")
+                            continue
+                        }
+                        if bits < 6 {
+                            accumulator = accumulator << 8 | UInt32(tail[read])
+                            read += 1
+                            bits += 8
+                        }
+                        bits -= 6
+                        target[offset] = alphabet[Int((accumulator >> UInt32(bits)) & 0x3F)]
+                    }
+                }
+                return count
+            }
+        }
+    }
+}
+
+extension PackedToken: Hashable, CustomStringConvertible {
+    public static func == (left: PackedToken, right: PackedToken) -> Bool {
+        if left.storage === right.storage { return true }
+        guard left.header == right.header else { return false }
+        let count = left.storedCount
+        guard count == right.storedCount else { return false }
+        return left.withTail { l in
+            right.withTail { r in memcmp(l, r, count) == 0 }
+        }
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(header)
+        let count = storedCount
+        withTail { hasher.combine(bytes: UnsafeRawBufferPointer(start: $0, count: count)) }
+    }
+
+    public var description: String { string }
+}

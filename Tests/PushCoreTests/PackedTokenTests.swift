@@ -1,0 +1,73 @@
+import XCTest
+
+@testable import PushCore
+
+final class PackedTokenTests: XCTestCase {
+    private let fcmToken = "fcm-1f2e:APA91b" + String(repeating: "x", count: 140)
+
+    func testEveryShapeOfTokenReadsBackByteForByte() {
+        let tokens = [
+            "", "A", "AB", "ABC", "ABCD", "ABCDE", "_", "-_-", ":", "::", "a:", ":a", "a:b:c", fcmToken,
+            String(repeating: "z", count: 254) + ":tail", String(repeating: "z", count: 255) + ":tail",
+            "https://hooks.example/x\ncontext", "endpoint\np256dh\nauth", "caf\u{E9}", "cafe\u{301}", "\u{212A}ate",
+            "with space", String(repeating: "Q", count: 0x7FFE), String(repeating: "Q", count: 0x7FFF),
+            String(repeating: "é", count: 0x8000),
+        ]
+        for token in tokens {
+            let packed = PackedToken.make(token)
+            XCTAssertEqual(packed.string.utf8.count, token.utf8.count, "length of \(token.prefix(20))")
+            XCTAssertTrue(packed.string.bytesEqual(token), "bytes of \(token.prefix(20))")
+            XCTAssertEqual(packed.utf8Count, token.utf8.count)
+        }
+    }
+
+    func testEqualityAndHashingFollowTheBytes() {
+        // Canonically equivalent but different bytes: two tokens. Same characters, colon elsewhere: two tokens.
+        let pairs: [(String, String)] = [
+            ("Kate", "\u{212A}ate"), ("caf\u{E9}", "cafe\u{301}"), ("ab:c", "a:bc"), ("A", "AA"), ("abc:", "abc"),
+            (fcmToken, fcmToken + "x"), ("a\nb", "a\nc"),
+        ]
+        for (left, right) in pairs {
+            XCTAssertNotEqual(PackedToken.make(left), PackedToken.make(right), "\(left) vs \(right)")
+            XCTAssertEqual(PackedToken.make(left), PackedToken.make(left))
+            XCTAssertEqual(PackedToken.make(left).hashValue, PackedToken.make(left).hashValue)
+        }
+        var generator = SystemRandomNumberGenerator()
+        let alphabet = Array("Ab0-_:\u{E9}")
+        var seen: [PackedToken: String] = [:]
+        for _ in 0..<5_000 {
+            let length = Int.random(in: 0...7, using: &generator)
+            let text = String((0..<length).map { _ in alphabet.randomElement(using: &generator) ?? "A" })
+            let packed = PackedToken.make(text)
+            if let earlier = seen[packed] {
+                XCTAssertTrue(earlier.bytesEqual(text), "\(earlier) and \(text) stored alike")
+            } else {
+                seen[packed] = text
+            }
+        }
+        let distinct = Set(seen.values.map { ExactString($0) })
+        XCTAssertEqual(distinct.count, seen.count)
+    }
+
+    func testAnFCMTokenTakesThreeQuartersOfItsLength() {
+        let packed = PackedToken.make(fcmToken)
+        // 155 bytes: 154 characters in 6 bits (116 bytes), the colon's offset (1 byte), then the 2-byte header.
+        XCTAssertEqual(packed.storedCount, 117)
+        XCTAssertLessThan(packed.heapBytes, HeapCost.string(fcmToken) * 3 / 4)
+        let webhook = PackedToken.make("https://hooks.example/push\nctx")
+        XCTAssertEqual(webhook.storedCount, 30)
+    }
+
+    func testTheSubscriberKeysOfOneTokenAreEqual() {
+        let first = SubscriberKey(token: fcmToken, uid: "u1")
+        let second = SubscriberKey(token: String(decoding: Array(fcmToken.utf8), as: UTF8.self), uid: "u1")
+        XCTAssertEqual(first, second)
+        XCTAssertEqual(first.hashValue, second.hashValue)
+        XCTAssertEqual(first.device, second.device)
+        XCTAssertNotEqual(first, SubscriberKey(kind: .huawei, token: fcmToken, uid: "u1"))
+        var changed = first
+        changed.token = "other"
+        XCTAssertEqual(changed.token, "other")
+        XCTAssertEqual(MemoryLayout<SubscriberKey>.size, 25)
+    }
+}
