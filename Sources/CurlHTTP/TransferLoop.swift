@@ -67,9 +67,12 @@ final class TransferLoop {
 
             var running: Int32 = 0
             // What this call writes leaves at the uncork, in as few segments as it fills (``CurlMultiHandle/corkSockets(_:)``).
-            shared.multi.corkSockets(true)
+            // A pass with no transfer (a wake-up for a cancel, an idle timeout) writes requests to nobody: no
+            // cork, and no two `setsockopt` calls per connection.
+            let cork = !transfers.isEmpty
+            if cork { shared.multi.corkSockets(true) }
             let performed = curl_multi_perform(shared.multi.raw, &running)
-            shared.multi.corkSockets(false)
+            if cork { shared.multi.corkSockets(false) }
             if performed != CURLM_OK {
                 logger.error("curl_multi_perform failed", metadata: [LoggingKeys.curlCode: "\(performed.rawValue)"])
             }

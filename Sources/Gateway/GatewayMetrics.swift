@@ -1,3 +1,8 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 import GatewayCore
 import CompactJSON
 import Prometheus
@@ -41,9 +46,9 @@ public final class GatewayMetrics: Sendable {
     /// 1 while the change consumer is a steady member of its group (between rebalances), from librdkafka's
     /// statistics (every 5 s).
     public let consumerGroupSteady: Gauge
-    private let counters = Mutex<[String: Counter]>([:])
+    private let counters = Mutex<[CounterKey: Counter]>([:])
     /// `pushgateway_notifications_sent_total` by provider: counted once per notification, so found by the provider's
-    /// name alone (no label key built per call, as ``counter(_:_:_:)`` does).
+    /// name alone (not even the labels' array ``counter(_:_:_:)`` takes is made per call).
     private let sentByProvider = Mutex<[String: Counter]>([:])
     private let gauges = Mutex<[String: Gauge]>([:])
     let requestDurations = Mutex<[String: DurationHistogram]>([:])
@@ -209,7 +214,7 @@ public final class GatewayMetrics: Sendable {
     private func counter(
         _ kind: StaticString, _ descriptor: @autoclosure () -> MetricNameDescriptor, _ labels: [(String, String)]
     ) -> Counter {
-        let key = "\(kind)|" + labels.map { "\($0.0)=\($0.1)" }.joined(separator: "|")
+        let key = CounterKey(kind: kind, labels: labels)
         return counters.withLock { cache in
             if let counter = cache[key] { return counter }
             let counter = registry.makeCounter(descriptor: descriptor(), labels: labels)
@@ -450,4 +455,26 @@ public final class GatewayMetrics: Sendable {
     }
 
     public func text() -> String { registry.emitToString() }
+}
+
+/// What ``GatewayMetrics``' counters are cached by: the counter's kind and its labels as given, hashed and compared
+/// as they are (no key string built per call).
+private struct CounterKey: Hashable {
+    let kind: StaticString
+    let labels: [(String, String)]
+
+    static func == (left: CounterKey, right: CounterKey) -> Bool {
+        left.kind.utf8CodeUnitCount == right.kind.utf8CodeUnitCount
+            && memcmp(left.kind.utf8Start, right.kind.utf8Start, left.kind.utf8CodeUnitCount) == 0
+            && left.labels.elementsEqual(right.labels) { $0.0 == $1.0 && $0.1 == $1.1 }
+    }
+
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes: UnsafeRawBufferPointer(start: kind.utf8Start, count: kind.utf8CodeUnitCount))
+        hasher.combine(labels.count)
+        for (name, value) in labels {
+            hasher.combine(name)
+            hasher.combine(value)
+        }
+    }
 }

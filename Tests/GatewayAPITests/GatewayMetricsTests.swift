@@ -32,6 +32,24 @@ final class GatewayMetricsTests: XCTestCase {
         }
     }
 
+    /// Each kind and set of labels is its own counter, found again by the same ones (the cache's key).
+    func testCountersAreFoundByTheirKindAndLabels() {
+        let metrics = GatewayMetrics()
+        for _ in 0..<3 { metrics.notificationFailed(provider: "fcm", reason: "a") }
+        metrics.notificationFailed(provider: "fcm", reason: "b")
+        metrics.notificationFailed(provider: "hms", reason: "a")
+        for _ in 0..<2 { metrics.notificationSent(provider: "fcm") }
+        let text = metrics.text()
+        for series in [
+            #"pushgateway_notifications_failed_total{provider="fcm",reason="a"} 3"#,
+            #"pushgateway_notifications_failed_total{provider="fcm",reason="b"} 1"#,
+            #"pushgateway_notifications_failed_total{provider="hms",reason="a"} 1"#,
+            #"pushgateway_notifications_sent_total{provider="fcm"} 2"#,
+        ] {
+            XCTAssertTrue(text.contains(series), "\(series) missing in\n\(text)")
+        }
+    }
+
     func testOurFaultFailuresAreCountedApart() {
         let metrics = GatewayMetrics()
         metrics.notificationFailed(provider: "fcm", failure: DeliveryFailure(reason: "THIRD_PARTY_AUTH_ERROR", classification: .ourFault))
