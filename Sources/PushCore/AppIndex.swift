@@ -70,8 +70,8 @@ public final class AppIndex {
         var subscribers = CompactMap<SubscriberKey, SubscriptionSettings>()
         /// Subscribers here that need data (`value`, `childEvent`).
         var dataSubscribers: Int32 = 0
-        /// The estimated heap bytes of `shadow` (``HeapCost/json(_:)``), kept so that replacing it is O(1).
-        var shadowBytes: Int32 = 0
+        // No count of the shadow's bytes is kept (``AppIndex/setShadow(_:of:)`` measures the old one again): without
+        // it the object is 129 bytes, a 144-byte block, instead of a 160-byte one (issue 19).
         /// The data at this node when known; nil until seeded. Kept only while `dataSubscribers > 0`.
         var storedShadow: JSONValue?
 
@@ -92,7 +92,6 @@ public final class AppIndex {
         var node: NodeFields
         var subscribers: CompactMap<SubscriberKey, SubscriptionSettings>
         var dataSubscriberCount: Int32
-        var shadowBytes: Int32
         var shadow: JSONValue?
     }
     static let nodeBytes = HeapCost.object(fields: MemoryLayout<NodeFields>.size)
@@ -242,13 +241,12 @@ public final class AppIndex {
         }
     }
 
-    /// Sets a node's shadow, keeping ``byteCount``.
+    /// Sets a node's shadow, keeping ``byteCount``: the old shadow's bytes are measured again (the same value,
+    /// so the same count as when it was set) and taken off.
     func setShadow(_ value: JSONValue?, of payload: Payload) {
-        storedBytes -= Int(payload.shadowBytes)
+        storedBytes -= payload.storedShadow.map(HeapCost.json) ?? 0
         payload.storedShadow = value
-        let bytes = value.map(HeapCost.json) ?? 0
-        payload.shadowBytes = Int32(clamping: bytes)
-        storedBytes += Int(payload.shadowBytes)
+        storedBytes += value.map(HeapCost.json) ?? 0
     }
 
     /// The stored copy of a device's token, of a uid: every subscription of one device (one user) shares one
@@ -373,7 +371,7 @@ public final class AppIndex {
             if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
         }
         if payload.subscribers.isEmpty {
-            storedBytes -= Self.payloadBytes + Int(payload.shadowBytes)
+            storedBytes -= Self.payloadBytes + (payload.storedShadow.map(HeapCost.json) ?? 0)
             if chain.isEmpty || !payload.children.isEmpty {
                 // It stays in the trie (the root, or a node with children): as a node without subscribers.
                 node = Node(replacing: payload, holdsSubscribers: false)

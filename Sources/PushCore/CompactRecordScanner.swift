@@ -16,11 +16,12 @@ enum CompactRecordScanner {
         guard cursor.take(.openBracket), let app = cursor.plainString(), cursor.take(.comma),
             let pathText = cursor.plainString(), cursor.take(.comma),
             let kindText = cursor.plainString(), cursor.take(.comma),
-            let token = cursor.plainToken(), cursor.take(.comma),
+            let tokenSpan = cursor.plainSpan(), cursor.take(.comma),
             let uid = cursor.plainString(), cursor.take(.closeBracket), cursor.atEnd,
-            !app.isEmpty, token.utf8Count > 0, let kind = SubscriberKind(rawValue: kindText), let path = try? DataPath(pathText)
+            !app.isEmpty, !tokenSpan.bytes.isEmpty, let kind = SubscriberKind(rawValue: kindText),
+            let token = PackedToken.make(tokenSpan, kind: kind), let path = try? DataPath(pathText)
         else { return nil }
-        let subscriber = SubscriberKey(kind: kind, packedToken: token, uid: uid.isEmpty ? nil : uid)
+        let subscriber = SubscriberKey(packedToken: token, uid: uid.isEmpty ? nil : uid)
         guard let value, !value.isEmpty else { return .deletion(app: app, path: path, subscriber: subscriber) }
         guard let settings = settings(value) else { return nil }
         return SubscriptionRecord(app: app, subscription: Subscription(path: path, subscriber: subscriber, settings: settings))
@@ -95,7 +96,7 @@ enum CompactRecordScanner {
         mutating func plainBytes() -> UnsafeBufferPointer<UInt8>? { plainSpan()?.bytes }
 
         /// ``plainBytes()``, and whether they are all ASCII.
-        private mutating func plainSpan() -> (bytes: UnsafeBufferPointer<UInt8>, isASCII: Bool)? {
+        mutating func plainSpan() -> (bytes: UnsafeBufferPointer<UInt8>, isASCII: Bool)? {
             guard take(.quote) else { return nil }
             let start = index
             var high: UInt8 = 0
@@ -114,12 +115,6 @@ enum CompactRecordScanner {
 
         /// A string without escapes or control characters, validated as UTF-8 (as the JSON decoder does). ASCII, as
         /// tokens, ids and most paths are, is valid as it is: only other bytes go through the validation.
-        /// ``plainString()`` as a stored token, packed straight from the bytes when they are ASCII.
-        mutating func plainToken() -> PackedToken? {
-            guard let (bytes, isASCII) = plainSpan() else { return nil }
-            if isASCII { return PackedToken.make(bytes: bytes) }
-            return String(validating: bytes, as: UTF8.self).map { PackedToken.make($0) }
-        }
 
         mutating func plainString() -> String? {
             guard let (bytes, isASCII) = plainSpan() else { return nil }
@@ -152,4 +147,13 @@ extension UInt8 {
     fileprivate static let closeBracket = UInt8(ascii: "]")
     fileprivate static let openBrace = UInt8(ascii: "{")
     fileprivate static let closeBrace = UInt8(ascii: "}")
+}
+
+extension PackedToken {
+    /// A token read from a record: packed straight from its bytes when they are ASCII; nil when they are not valid
+    /// UTF-8.
+    fileprivate static func make(_ span: (bytes: UnsafeBufferPointer<UInt8>, isASCII: Bool), kind: SubscriberKind) -> PackedToken? {
+        if span.isASCII { return make(bytes: span.bytes, kind: kind) }
+        return String(validating: span.bytes, as: UTF8.self).map { make($0, kind: kind) }
+    }
 }

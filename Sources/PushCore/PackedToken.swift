@@ -4,9 +4,9 @@ import Glibc
 import Darwin
 #endif
 
-/// A push token as the index holds it (issue 19, "state in 300 bytes per subscription"): one immutable object,
-/// shared by every subscription of the device and by the per-device counts, compared and hashed by the token's
-/// exact UTF-8 bytes (like ``ExactString``).
+/// A push destination as the index holds it (issue 19, "state in 300 bytes per subscription"): the kind and the
+/// token in one immutable object, shared by every subscription of the device and by the per-device counts,
+/// compared and hashed by the kind and the token's exact UTF-8 bytes (like ``ExactString``).
 ///
 /// FCM and HMS tokens are base64url text with at most one `:` (an FCM token is an instance id, `:`, and the
 /// registration). Such a token is stored in 6 bits a character, its `:` as a position: a 156-byte FCM token takes
@@ -15,11 +15,11 @@ import Darwin
 /// string's 32. The choice follows from the bytes alone, so equal tokens have equal storage: equality and hashing
 /// compare the stored bytes without decoding them.
 ///
-/// Layout (``ManagedBuffer``: the 16-byte object header, a 2-byte header, then the tail):
-/// - packed: header = `0x8000 | count` (count < 0x7FFF, the token's length), tail = the `:`'s offset + 1 (0: none;
-///   the offset is below 255) and the other characters' 6-bit codes, four to three bytes, big-endian bit order;
-/// - bytes: header = count when below 0x7FFF, tail = the bytes; else header = 0x7FFF, tail = the count in 4 bytes
-///   (little-endian), then the bytes.
+/// Layout (``ManagedBuffer``: the 16-byte object header, a 2-byte header, then the tail). The header holds the
+/// form (bit 15: packed), the kind (bits 12–14) and the token's length (bits 0–11: below 0xFFF, else 0xFFF):
+/// - packed (length below 0xFFF): tail = the `:`'s offset + 1 (0: none; the offset is below 255) and the other
+///   characters' 6-bit codes, four to three bytes, big-endian bit order;
+/// - bytes: tail = the bytes; with a length of 0xFFF or more, the length in 4 bytes (little-endian) before them.
 public struct PackedToken: @unchecked Sendable {
     // Sendable: the storage is immutable once made (its tail is written only in ``make(bytes:)``).
     final class Storage: ManagedBuffer<UInt16, UInt8> {}
@@ -38,7 +38,8 @@ public struct PackedToken: @unchecked Sendable {
     func isSame(as other: PackedToken) -> Bool { storage === other.storage }
 
     private static let packedFlag: UInt16 = 0x8000
-    private static let longMark: UInt16 = 0x7FFF
+    private static let longMark: UInt16 = 0xFFF
+    private static let countMask: UInt16 = 0xFFF
     private static let noCode: UInt8 = 0xFF
 
     /// The 6-bit code of each byte of the base64url alphabet (`A`–`Z`, `a`–`z`, `0`–`9`, `-`, `_`); 0xFF for the others.
@@ -49,20 +50,42 @@ public struct PackedToken: @unchecked Sendable {
     }()
     private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
-    /// The stored form of `token`.
-    public static func make(_ token: String) -> PackedToken {
-        var token = token
-        return token.withUTF8 { make(bytes: $0) }
+    private static func code(_ kind: SubscriberKind) -> UInt16 {
+        switch kind {
+        case .mobile: return 0
+        case .huawei: return 1
+        case .webhook: return 2
+        case .webpush: return 3
+        case .apns: return 4
+        }
     }
 
-    /// The stored form of the token whose UTF-8 bytes are `bytes` (valid UTF-8).
-    public static func make(bytes: UnsafeBufferPointer<UInt8>) -> PackedToken {
-        if let packed = packed(bytes) { return packed }
+    /// The kind of destination the token is of.
+    public var kind: SubscriberKind {
+        switch (header >> 12) & 7 {
+        case 1: return .huawei
+        case 2: return .webhook
+        case 3: return .webpush
+        case 4: return .apns
+        default: return .mobile
+        }
+    }
+
+    /// The stored form of `token`, of `kind`.
+    public static func make(_ token: String, kind: SubscriberKind = .mobile) -> PackedToken {
+        var token = token
+        return token.withUTF8 { make(bytes: $0, kind: kind) }
+    }
+
+    /// The stored form of the token whose UTF-8 bytes are `bytes` (valid UTF-8), of `kind`.
+    public static func make(bytes: UnsafeBufferPointer<UInt8>, kind: SubscriberKind = .mobile) -> PackedToken {
+        let kindBits = code(kind) << 12
+        if let packed = packed(bytes, kindBits: kindBits) { return packed }
         let count = bytes.count
         let long = count >= Int(longMark)
         let prefix = long ? 4 : 0
         let made = unsafeDowncast(
-            Storage.create(minimumCapacity: prefix + count) { _ in long ? longMark : UInt16(count) }, to: Storage.self)
+            Storage.create(minimumCapacity: prefix + count) { _ in kindBits | (long ? longMark : UInt16(count)) }, to: Storage.self)
         made.withUnsafeMutablePointerToElements { out in
             if long {
                 let length = UInt32(count)
@@ -74,8 +97,8 @@ public struct PackedToken: @unchecked Sendable {
     }
 
     /// `bytes` packed, in one pass: nil unless they are base64url bytes with at most one `:` at an offset below
-    /// 255, and fewer than 0x7FFF.
-    private static func packed(_ bytes: UnsafeBufferPointer<UInt8>) -> PackedToken? {
+    /// 255, and fewer than 0xFFF.
+    private static func packed(_ bytes: UnsafeBufferPointer<UInt8>, kindBits: UInt16) -> PackedToken? {
         let count = bytes.count
         guard count > 0, count < Int(longMark) else { return nil }
         return codes.withUnsafeBufferPointer { table in
@@ -106,7 +129,7 @@ public struct PackedToken: @unchecked Sendable {
                 }
                 scratch[0] = UInt8(colon)
                 let made = unsafeDowncast(
-                    Storage.create(minimumCapacity: written) { _ in packedFlag | UInt16(count) }, to: Storage.self)
+                    Storage.create(minimumCapacity: written) { _ in packedFlag | kindBits | UInt16(count) }, to: Storage.self)
                 made.withUnsafeMutablePointerToElements { out in
                     if let base = scratch.baseAddress { out.update(from: base, count: written) }
                 }
@@ -120,8 +143,8 @@ public struct PackedToken: @unchecked Sendable {
     /// The token's length in UTF-8 bytes.
     public var utf8Count: Int {
         let header = self.header
-        if header & Self.packedFlag != 0 { return Int(header & ~Self.packedFlag) }
-        guard header == Self.longMark else { return Int(header) }
+        let count = header & Self.countMask
+        if header & Self.packedFlag != 0 || count != Self.longMark { return Int(count) }
         return withTail { Self.longCount($0) }
     }
 
@@ -132,12 +155,12 @@ public struct PackedToken: @unchecked Sendable {
     /// The bytes of the tail in use.
     var storedCount: Int {
         let header = self.header
+        let count = Int(header & Self.countMask)
         if header & Self.packedFlag != 0 {
-            let count = Int(header & ~Self.packedFlag)
             let characters = withTail { $0[0] } == 0 ? count : count - 1
             return 1 + (characters * 6 + 7) / 8
         }
-        guard header == Self.longMark else { return Int(header) }
+        guard count == Self.longMark else { return count }
         return 4 + utf8Count
     }
 
@@ -152,7 +175,7 @@ public struct PackedToken: @unchecked Sendable {
             String(unsafeUninitializedCapacity: count) { out in
                 guard let target = out.baseAddress else { return 0 }
                 if !isPacked {
-                    target.update(from: tail + (header == Self.longMark ? 4 : 0), count: count)
+                    target.update(from: tail + (header & Self.countMask == Self.longMark ? 4 : 0), count: count)
                     return count
                 }
                 let colon = Int(tail[0]) - 1  // -1: none

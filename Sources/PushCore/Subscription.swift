@@ -48,17 +48,22 @@ public enum NotificationFormat: String, Sendable, CaseIterable {
 /// Equality and hashing compare the token's and the uid's UTF-8 bytes (``ExactString``), never Unicode
 /// canonical equivalence: two tokens or uids that differ in bytes are two identities.
 public struct SubscriberKey: Sendable, Hashable {
-    // A packed token (one reference), a non-optional uid and this field order keep the struct at 25 bytes: a
-    // million of them are held in memory.
-    /// The provider's push token as stored: shared by every subscription of the device (``AppIndex``).
+    // The kind and token in one reference and a non-optional uid keep the struct at 24 bytes: a million of them
+    // are held in memory.
+    /// The destination (kind and push token) as stored: shared by every subscription of the device (``AppIndex``).
     public var packedToken: PackedToken
     private var uidStorage: String
-    public var kind: SubscriberKind
+
+    /// The provider (or webhook, browser) this subscriber is reached through.
+    public var kind: SubscriberKind {
+        get { packedToken.kind }
+        set { packedToken = PackedToken.make(packedToken.string, kind: newValue) }
+    }
 
     /// The provider's push token (FCM registration token, HMS push token); made from ``packedToken`` on each read.
     public var token: String {
         get { packedToken.string }
-        set { packedToken = PackedToken.make(newValue) }
+        set { packedToken = PackedToken.make(newValue, kind: packedToken.kind) }
     }
 
     public var uid: String? {
@@ -67,13 +72,13 @@ public struct SubscriberKey: Sendable, Hashable {
     }
 
     public init(kind: SubscriberKind = .mobile, token: String, uid: String? = nil) {
-        self.init(kind: kind, packedToken: PackedToken.make(token), uid: uid)
+        self.init(packedToken: PackedToken.make(token, kind: kind), uid: uid)
     }
 
-    public init(kind: SubscriberKind = .mobile, packedToken: PackedToken, uid: String? = nil) {
+    /// The subscriber of the destination `packedToken` (its kind and token).
+    public init(packedToken: PackedToken, uid: String? = nil) {
         self.packedToken = packedToken
         self.uidStorage = uid ?? ""
-        self.kind = kind
     }
 
     /// A `webhook` subscriber: `token` holds the destination URL and the free-text context, separated by a
@@ -121,14 +126,13 @@ public struct SubscriberKey: Sendable, Hashable {
     }
 
     /// The device this subscriber reaches (kind and token), whatever the user.
-    public var device: DeviceKey { DeviceKey(kind: kind, packedToken: packedToken) }
+    public var device: DeviceKey { DeviceKey(packedToken: packedToken) }
 
     public static func == (left: SubscriberKey, right: SubscriberKey) -> Bool {
-        left.kind == right.kind && left.packedToken == right.packedToken && left.uidStorage.bytesEqual(right.uidStorage)
+        left.packedToken == right.packedToken && left.uidStorage.bytesEqual(right.uidStorage)
     }
 
     public func hash(into hasher: inout Hasher) {
-        hasher.combine(kind)
         packedToken.hash(into: &hasher)
         uidStorage.hashBytes(into: &hasher)
     }
@@ -136,17 +140,17 @@ public struct SubscriberKey: Sendable, Hashable {
 
 /// A push destination: the provider and the token, compared by bytes (the per-device quota counts by it).
 public struct DeviceKey: Sendable, Hashable {
-    public var kind: SubscriberKind
+    /// The kind and the token, as stored.
     public var packedToken: PackedToken
 
+    public var kind: SubscriberKind { packedToken.kind }
     public var token: ExactString { ExactString(packedToken.string) }
 
     public init(kind: SubscriberKind, token: ExactString) {
-        self.init(kind: kind, packedToken: PackedToken.make(token.string))
+        self.init(packedToken: PackedToken.make(token.string, kind: kind))
     }
 
-    public init(kind: SubscriberKind, packedToken: PackedToken) {
-        self.kind = kind
+    public init(packedToken: PackedToken) {
         self.packedToken = packedToken
     }
 }

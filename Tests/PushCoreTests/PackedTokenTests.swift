@@ -10,14 +10,17 @@ final class PackedTokenTests: XCTestCase {
             "", "A", "AB", "ABC", "ABCD", "ABCDE", "_", "-_-", ":", "::", "a:", ":a", "a:b:c", fcmToken,
             String(repeating: "z", count: 254) + ":tail", String(repeating: "z", count: 255) + ":tail",
             "https://hooks.example/x\ncontext", "endpoint\np256dh\nauth", "caf\u{E9}", "cafe\u{301}", "\u{212A}ate",
-            "with space", String(repeating: "Q", count: 0x7FFE), String(repeating: "Q", count: 0x7FFF),
-            String(repeating: "é", count: 0x8000),
+            "with space", String(repeating: "Q", count: 0xFFE), String(repeating: "Q", count: 0xFFF),
+            String(repeating: "Q", count: 0x7FFF), String(repeating: "é", count: 0x8000),
         ]
         for token in tokens {
-            let packed = PackedToken.make(token)
-            XCTAssertEqual(packed.string.utf8.count, token.utf8.count, "length of \(token.prefix(20))")
-            XCTAssertTrue(packed.string.bytesEqual(token), "bytes of \(token.prefix(20))")
-            XCTAssertEqual(packed.utf8Count, token.utf8.count)
+            for kind in SubscriberKind.allCases {
+                let packed = PackedToken.make(token, kind: kind)
+                XCTAssertEqual(packed.string.utf8.count, token.utf8.count, "length of \(token.prefix(20))")
+                XCTAssertTrue(packed.string.bytesEqual(token), "bytes of \(token.prefix(20))")
+                XCTAssertEqual(packed.utf8Count, token.utf8.count)
+                XCTAssertEqual(packed.kind, kind)
+            }
         }
     }
 
@@ -65,9 +68,15 @@ final class PackedTokenTests: XCTestCase {
         XCTAssertEqual(first.hashValue, second.hashValue)
         XCTAssertEqual(first.device, second.device)
         XCTAssertNotEqual(first, SubscriberKey(kind: .huawei, token: fcmToken, uid: "u1"))
+        XCTAssertNotEqual(first.device, SubscriberKey(kind: .huawei, token: fcmToken, uid: "u1").device)
+        XCTAssertNotEqual(first.device.hashValue, SubscriberKey(kind: .huawei, token: fcmToken).device.hashValue)
         var changed = first
         changed.token = "other"
         XCTAssertEqual(changed.token, "other")
-        XCTAssertEqual(MemoryLayout<SubscriberKey>.size, 25)
+        XCTAssertEqual(changed.kind, .mobile)
+        changed.kind = .apns
+        XCTAssertEqual(changed.kind, .apns)
+        XCTAssertEqual(changed.token, "other")
+        XCTAssertEqual(MemoryLayout<SubscriberKey>.size, 24)
     }
 }
