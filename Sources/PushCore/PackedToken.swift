@@ -107,12 +107,31 @@ public struct PackedToken: @unchecked Sendable {
                 var accumulator: UInt32 = 0
                 var bits = 0
                 var written = 1
-                for offset in 0..<count {
+                var offset = 0
+                while offset < count {
+                    // Four characters to three bytes at once while on a byte boundary and none of them is a colon
+                    // (or anything else without a code: 0xFF has the two high bits set, a code never).
+                    if bits == 0, offset + 4 <= count {
+                        let (a, b, c, d) = (
+                            table[Int(bytes[offset])], table[Int(bytes[offset + 1])], table[Int(bytes[offset + 2])],
+                            table[Int(bytes[offset + 3])]
+                        )
+                        if (a | b | c | d) & 0xC0 == 0 {
+                            let group = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                            scratch[written] = UInt8(truncatingIfNeeded: group >> 16)
+                            scratch[written + 1] = UInt8(truncatingIfNeeded: group >> 8)
+                            scratch[written + 2] = UInt8(truncatingIfNeeded: group)
+                            written += 3
+                            offset += 4
+                            continue
+                        }
+                    }
                     let byte = bytes[offset]
                     let code = table[Int(byte)]
+                    offset += 1
                     if code == noCode {
-                        guard byte == UInt8(ascii: ":"), colon == 0, offset < 255 else { return nil }
-                        colon = offset + 1
+                        guard byte == UInt8(ascii: ":"), colon == 0, offset <= 255 else { return nil }
+                        colon = offset
                         continue
                     }
                     accumulator = accumulator << 6 | UInt32(code)
@@ -178,24 +197,38 @@ public struct PackedToken: @unchecked Sendable {
                     target.update(from: tail + (header & Self.countMask == Self.longMark ? 4 : 0), count: count)
                     return count
                 }
+                // The characters other than the colon are decoded in a row, three bytes to four characters, then
+                // those after the colon moved up one place for it.
                 let colon = Int(tail[0]) - 1  // -1: none
+                let characters = colon < 0 ? count : count - 1
                 Self.alphabet.withUnsafeBufferPointer { alphabet in
+                    var read = 1
+                    var written = 0
+                    while written + 4 <= characters {
+                        let group = UInt32(tail[read]) << 16 | UInt32(tail[read + 1]) << 8 | UInt32(tail[read + 2])
+                        target[written] = alphabet[Int(group >> 18)]
+                        target[written + 1] = alphabet[Int((group >> 12) & 0x3F)]
+                        target[written + 2] = alphabet[Int((group >> 6) & 0x3F)]
+                        target[written + 3] = alphabet[Int(group & 0x3F)]
+                        read += 3
+                        written += 4
+                    }
                     var accumulator: UInt32 = 0
                     var bits = 0
-                    var read = 1
-                    for offset in 0..<count {
-                        if offset == colon {
-                            target[offset] = UInt8(ascii: ":")
-                            continue
-                        }
+                    while written < characters {
                         if bits < 6 {
                             accumulator = accumulator << 8 | UInt32(tail[read])
                             read += 1
                             bits += 8
                         }
                         bits -= 6
-                        target[offset] = alphabet[Int((accumulator >> UInt32(bits)) & 0x3F)]
+                        target[written] = alphabet[Int((accumulator >> UInt32(bits)) & 0x3F)]
+                        written += 1
                     }
+                }
+                if colon >= 0 {
+                    memmove(target + colon + 1, target + colon, characters - colon)
+                    target[colon] = UInt8(ascii: ":")
                 }
                 return count
             }

@@ -24,6 +24,24 @@ final class PackedTokenTests: XCTestCase {
         }
     }
 
+    /// Base64url text of every length up to 300 with its colon anywhere (or none): the 4-to-3 groups and the
+    /// character-at-a-time path meet at every offset.
+    func testPackedTokensOfEveryLengthAndColonReadBack() {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_")
+        var generator = SystemRandomNumberGenerator()
+        for length in 1...300 {
+            var characters = (0..<length).map { _ in alphabet.randomElement(using: &generator) ?? "A" }
+            let plain = String(characters)
+            XCTAssertTrue(PackedToken.make(plain).string.bytesEqual(plain), plain)
+            let colon = Int.random(in: 0..<length, using: &generator)
+            characters[colon] = ":"
+            let withColon = String(characters)
+            let packed = PackedToken.make(withColon)
+            XCTAssertTrue(packed.string.bytesEqual(withColon), withColon)
+            XCTAssertEqual(packed.storedCount < withColon.utf8.count || length < 8, colon < 255, withColon)
+        }
+    }
+
     func testEqualityAndHashingFollowTheBytes() {
         // Canonically equivalent but different bytes: two tokens. Same characters, colon elsewhere: two tokens.
         let pairs: [(String, String)] = [
