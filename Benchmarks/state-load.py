@@ -75,9 +75,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def perf_report(data: str) -> None:
+def perf_report(data: str, pid: int) -> None:
     for sort in ("dso", "sym"):
-        out = subprocess.run(["perf", "report", "-i", data, "--no-children", "--sort", sort, "--stdio",
+        out = subprocess.run(["perf", "report", "-i", data, "--pid", str(pid), "--no-children", "--sort", sort, "--stdio",
                               "--percent-limit", "1.5" if sort == "sym" else "0.5"],
                              capture_output=True, text=True)
         lines = [line for line in out.stdout.splitlines() if line.strip() and not line.startswith("#")
@@ -94,7 +94,9 @@ def run_once(workdir: str, label: str, binary: str, bootstrap: str, suffix: str,
     recorder = None
     if perf:
         data = os.path.join(workdir, f"{label}-{run}.perf")
-        recorder = subprocess.Popen(["perf", "record", "-g", "-F", "999", "-o", data, "-p", str(replica.proc.pid)],
+        # System-wide, the gateway's samples picked out in the report: `-p` attaches to the threads that exist when
+        # perf starts, and the gateway's loader threads are often made before that.
+        recorder = subprocess.Popen(["perf", "record", "-a", "-g", "-F", "999", "-o", data],
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         ready = replica.wait_ready(600)
@@ -112,7 +114,7 @@ def run_once(workdir: str, label: str, binary: str, bootstrap: str, suffix: str,
         if held < n:
             print(f"  {label}: only {held:,.0f} of {n:,} subscriptions held", flush=True)
         if recorder:
-            perf_report(data)
+            perf_report(data, replica.proc.pid)
         return ready
     finally:
         if recorder and recorder.poll() is None:
