@@ -14,21 +14,28 @@ public final class AppIndex {
     /// A trie node. Kept small: most nodes only lead to others. A node with subscribers is a ``Payload`` (a
     /// subclass with their fields), one object instead of a node and a payload object: that saves an object
     /// header, a malloc block's overhead and a pointer for every node with subscribers (most of them leaves).
-    /// A node gains or loses subscribers by being replaced in its parent's child map (``AppIndex/replace(_:with:parent:key:)``).
+    /// A node gains or loses subscribers by being replaced in its parent's children (``AppIndex/replace(_:with:parent:)``).
     class Node {
-        // Field order matters: the flag and the 4-byte bound fit in the padding after the map's tag, so the
-        // fields take 32 bytes and the object a 64-byte block. A node in the tree always has subscribers in its
+        // Field order matters: the flag and the 4-byte bound fit after the children's 8 bytes, so the fields
+        // take 32 bytes and the object a 64-byte block. A node in the tree always has subscribers in its
         // subtree (an emptied node is removed at once), so no count of them is kept.
-        final var children = CompactMap<ExactString, Node>()
+        /// The node's key in its parent's ``Children`` (the root's is empty). Held here, not in the parent, so
+        /// the parent's table holds only references (issue 19).
+        final let key: ExactString
+        final var children = Children()
         /// True for a ``Payload``: checked instead of a dynamic cast on the matching path.
         final let holdsSubscribers: Bool
         /// ``earliestExpiry`` in 32 bits: 0 stands for every bound at or before the epoch, `UInt32.max` for none.
         private final var expiryBound: UInt32 = .max
 
-        init(holdsSubscribers: Bool = false) { self.holdsSubscribers = holdsSubscribers }
+        init(key: ExactString, holdsSubscribers: Bool = false) {
+            self.key = key
+            self.holdsSubscribers = holdsSubscribers
+        }
 
-        /// A node that takes `node`'s place: its children (moved out of `node`) and expiry bound.
+        /// A node that takes `node`'s place: its key, its children (moved out of `node`) and expiry bound.
         init(replacing node: Node, holdsSubscribers: Bool) {
+            key = node.key
             self.holdsSubscribers = holdsSubscribers
             swap(&children, &node.children)
             expiryBound = node.expiryBound
@@ -76,7 +83,7 @@ public final class AppIndex {
         var storedShadow: JSONValue?
 
         /// A new node (no subscribers yet: ``AppIndex/subscribe(path:subscriber:settings:)`` adds the first).
-        init() { super.init(holdsSubscribers: true) }
+        init(key: ExactString) { super.init(key: key, holdsSubscribers: true) }
 
         init(replacing node: Node) { super.init(replacing: node, holdsSubscribers: true) }
     }
@@ -84,7 +91,8 @@ public final class AppIndex {
     // The stored properties of Node and Payload, laid out as the classes lay them out after their header
     // (a subclass's fields follow its superclass's): their heap cost follows the fields (``HeapCost/object(fields:)``).
     private struct NodeFields {
-        var children: CompactMap<ExactString, Node>
+        var key: ExactString
+        var children: Children
         var holdsSubscribers: Bool
         var expiryBound: UInt32
     }
@@ -113,7 +121,7 @@ public final class AppIndex {
     }
 
     public let app: String
-    private(set) var root = Node()
+    private(set) var root = Node(key: "")
     public private(set) var subscriptionCount = 0
     /// Where changes of ``byteCount`` are added (the app's meter, which adds into its partition's and the
     /// replica's). Nil: not metered.
@@ -145,7 +153,7 @@ public final class AppIndex {
     static let baseBytes = HeapCost.object(fields: 128) + nodeBytes
 
     /// An estimate of the heap bytes this app's index holds, never below the truth for the structures it
-    /// counts: each trie node (object, key string, its share of its parent's child map), each payload and
+    /// counts: each trie node (object, key string, its share of its parent's child table), each payload and
     /// subscriber entry (with its filters, ``SubscriptionSettings/extraBytes``, and its device key,
     /// ``DeviceEncryption/heapBytes``, when it has them), each device's token and each user's uid (stored once:
     /// subscriptions of one device or user share the string, see ``subscribe(path:subscriber:settings:)``), the
@@ -232,10 +240,11 @@ public final class AppIndex {
         return total
     }
 
-    /// Puts `replacement` in `node`'s place: `parent`'s child under `key`, or the root when there is no parent.
-    private func replace(_ node: Node, with replacement: Node, parent: Node?, key: ExactString?) {
-        if let parent, let key {
-            parent.children.replaceValue(replacement, forKey: key)
+    /// Puts `replacement` in `node`'s place (it has `node`'s key): `parent`'s child, or the root when there is no
+    /// parent.
+    private func replace(_ node: Node, with replacement: Node, parent: Node?) {
+        if let parent {
+            parent.children.replace(with: replacement)
         } else {
             root = replacement
         }
@@ -293,14 +302,14 @@ public final class AppIndex {
         if subscriber.uid != nil { keys.reserveCapacity(path.segments.count) }
         var node = root
         for (position, key) in path.segments.enumerated() {
-            if let (stored, next) = node.children.entry(forKey: key) {
+            if let next = node.children[key] {
                 node = next
-                if subscriber.uid != nil { keys.append(stored) }
+                if subscriber.uid != nil { keys.append(next.key) }
             } else {
                 // The subscribed node itself is made a payload node at once (filled below).
-                let next = position == path.segments.count - 1 ? Payload() : Node()
+                let next = position == path.segments.count - 1 ? Payload(key: key) : Node(key: key)
                 let grown = node.children.heapBytes
-                node.children.updateValue(next, forKey: key)
+                node.children.insert(next)
                 storedBytes += node.children.heapBytes - grown + Self.nodeBytes + HeapCost.string(key.string)
                 node = next
                 if subscriber.uid != nil { keys.append(key) }
@@ -314,7 +323,7 @@ public final class AppIndex {
             if existing.subscribers.isEmpty { storedBytes += Self.payloadBytes }  // made just now, above
         } else {
             payload = Payload(replacing: node)
-            replace(node, with: payload, parent: chain.count > 1 ? chain[chain.count - 2] : nil, key: path.segments.last)
+            replace(node, with: payload, parent: chain.count > 1 ? chain[chain.count - 2] : nil)
             storedBytes += Self.payloadBytes
         }
         let grown = payload.subscribers.heapBytes
@@ -375,7 +384,7 @@ public final class AppIndex {
             if chain.isEmpty || !payload.children.isEmpty {
                 // It stays in the trie (the root, or a node with children): as a node without subscribers.
                 node = Node(replacing: payload, holdsSubscribers: false)
-                replace(payload, with: node, parent: chain.last?.0, key: chain.last?.1)
+                replace(payload, with: node, parent: chain.last?.0)
             }
         }
         // Nodes left with no subscriber below them go, from the bottom up.
@@ -383,7 +392,7 @@ public final class AppIndex {
         for (parent, key) in chain.reversed() {
             guard emptied.subscriberCount == 0, emptied.children.isEmpty else { break }
             let held = parent.children.heapBytes
-            parent.children.removeValue(forKey: key)
+            parent.children.remove(key: key)
             storedBytes += parent.children.heapBytes - held - Self.nodeBytes - HeapCost.string(key.string)
             emptied = parent
         }
@@ -505,8 +514,8 @@ public final class AppIndex {
                     body(Subscription(path: path, subscriber: subscriber, settings: settings))
                 }
             }
-            node.children.forEach { key, child in
-                stack.append(key)
+            node.children.forEach { child in
+                stack.append(child.key)
                 visit(child)
                 stack.removeLast()
             }
@@ -542,7 +551,7 @@ public final class AppIndex {
                 kept += 1
                 if node.shadow != nil { seeded += 1 }
             }
-            node.children.forEach { _, child in visit(child) }
+            node.children.forEach { child in visit(child) }
         }
         visit(root)
         return (kept, seeded)
@@ -579,8 +588,8 @@ public final class AppIndex {
                     result.append(Subscription(path: at, subscriber: subscriber, settings: settings))
                 }
             }
-            node.children.forEach { key, child in
-                stack.append(key)
+            node.children.forEach { child in
+                stack.append(child.key)
                 earliest = min(earliest, visit(child))
                 stack.removeLast()
             }
@@ -608,8 +617,8 @@ public final class AppIndex {
             if let shadow = node.shadow, node.dataSubscriberCount > 0, JSONWriter.bytes(shadow).count > limit {
                 result += dataSubscriptions(at: DataPath(validatedSegments: stack))
             }
-            node.children.forEach { key, child in
-                stack.append(key)
+            node.children.forEach { child in
+                stack.append(child.key)
                 visit(child)
                 stack.removeLast()
             }
@@ -633,7 +642,7 @@ public final class AppIndex {
         defer { report(since: before) }
         let all = allSubscriptions()
         storedBytes = Self.baseBytes
-        root = Node()
+        root = Node(key: "")
         subscriptionCount = 0
         byUser = [:]
         perOwner = [:]

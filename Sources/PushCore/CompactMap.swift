@@ -32,17 +32,6 @@ struct CompactMap<Key: Hashable, Value> {
         }
     }
 
-    /// The entry of `key` as stored (the stored key is the one an equal key shares storage with).
-    func entry(forKey key: Key) -> (key: Key, value: Value)? {
-        switch storage {
-        case .empty: return nil
-        case .one(let existing, let value): return existing == key ? (existing, value) : nil
-        case .many(let dictionary):
-            guard let index = dictionary.index(forKey: key) else { return nil }
-            return dictionary[index]
-        }
-    }
-
     /// Heap bytes of the map's own storage (a dictionary from two entries on; nothing inline).
     var heapBytes: Int {
         guard case .many(let dictionary) = storage else { return 0 }
@@ -83,21 +72,6 @@ struct CompactMap<Key: Hashable, Value> {
             let previous = dictionary.updateValue(value, forKey: key)
             storage = .many(dictionary)
             return previous
-        }
-    }
-
-    /// Replaces the value of `key`, which the map holds, keeping the key as stored (other structures may share
-    /// its storage).
-    mutating func replaceValue(_ value: Value, forKey key: Key) {
-        switch storage {
-        case .empty:
-            return
-        case .one(let existing, _):
-            if existing == key { storage = .one(existing, value) }
-        case .many(var dictionary):
-            storage = .empty
-            if let index = dictionary.index(forKey: key) { dictionary.values[index] = value }
-            storage = .many(dictionary)
         }
     }
 

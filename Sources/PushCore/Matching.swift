@@ -64,8 +64,8 @@ extension AppIndex {
                 if node.payload != nil {
                     applyAt(node, event: event, notify: notify, now: now, into: &output)
                 }
-                node.children.forEach { key, child in
-                    applyBelow(child, relative: [key], event: event, notify: notify, now: now, into: &output)
+                node.children.forEach { child in
+                    applyBelow(child, relative: [child.key], event: event, notify: notify, now: now, into: &output)
                 }
                 return output
             }
@@ -169,8 +169,8 @@ extension AppIndex {
                 }
             }
         }
-        node.children.forEach { key, child in
-            applyBelow(child, relative: relative + [key], event: event, notify: notify, now: now, into: &output)
+        node.children.forEach { child in
+            applyBelow(child, relative: relative + [child.key], event: event, notify: notify, now: now, into: &output)
         }
     }
 

@@ -228,7 +228,7 @@ final class AppIndexRemovalTests: XCTestCase {
             var subscribers = node.subscriberCount
             var earliest = Int64.max
             node.payload?.subscribers.forEach { _, settings in earliest = min(earliest, settings.expiresAt) }
-            node.children.forEach { _, child in
+            node.children.forEach { child in
                 let below = visit(child, isRoot: false)
                 subscribers += below.subscribers
                 earliest = min(earliest, below.earliest)
