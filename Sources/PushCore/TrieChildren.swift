@@ -5,8 +5,8 @@ extension AppIndex {
     ///
     /// Kept small (issue 19): a node that has many children (`/users`, with one child per user) held them in a
     /// `Dictionary<ExactString, Node>`, 24 bytes of key and value per bucket at a load of 3/8 to 3/4, about 49 bytes
-    /// per child. The key is the child's own, so the table only needs the child: one 8-byte slot per bucket
-    /// (``ChildTable``, open addressing), about 15 bytes per child. With no child or one, nothing is allocated.
+    /// per child. The key is the child's own, so the table only needs the child: an 8-byte slot and a hash byte per
+    /// bucket (``ChildTable``, open addressing), about 17 bytes per child. With no child or one, nothing is allocated.
     struct Children {
         private enum Storage {
             case empty
@@ -134,9 +134,13 @@ struct ChildTableHeader {
 }
 
 /// An open-addressing hash table of trie nodes, keyed by their own ``AppIndex/Node/key``: linear probing, at most
-/// 3/4 full, removal by shifting the following entries back (no tombstones). One allocation: the 16-byte object
-/// header, the 8-byte ``ChildTableHeader``, then the slots.
-final class ChildTable: ManagedBuffer<ChildTableHeader, AppIndex.Node?> {
+/// 3/4 full, removal by shifting the following entries back (no tombstones).
+///
+/// One allocation: the 16-byte object header, the 8-byte ``ChildTableHeader``, the slots (a reference each, nil
+/// where free), then a byte per slot with 8 bits of its child's key's hash. A probe compares that byte before it
+/// reads the child's key, so passing an occupied slot costs no read of another object (the children lie all over
+/// the heap, and a table of a million is mostly cache misses).
+final class ChildTable: ManagedBuffer<ChildTableHeader, UInt8> {
     /// The slot count (a power of two, at least 4) that holds `count` children at most 3/4 full.
     static func slots(forCount count: Int) -> Int {
         var slots = 4
@@ -144,21 +148,42 @@ final class ChildTable: ManagedBuffer<ChildTableHeader, AppIndex.Node?> {
         return slots
     }
 
+    private static let slotStride = MemoryLayout<AppIndex.Node?>.stride
+
     static func heapBytes(slots: Int) -> Int {
-        HeapCost.block(16 + MemoryLayout<ChildTableHeader>.stride + slots * MemoryLayout<AppIndex.Node?>.stride)
+        HeapCost.block(16 + MemoryLayout<ChildTableHeader>.stride + slots * (slotStride + 1))
     }
 
     /// An empty table of `slots` slots (a power of two).
     static func make(slots: Int) -> ChildTable {
         let table = unsafeDowncast(
-            create(minimumCapacity: slots) { _ in ChildTableHeader(count: 0, mask: Int32(slots - 1)) }, to: ChildTable.self)
-        table.withUnsafeMutablePointerToElements { $0.initialize(repeating: nil, count: slots) }
+            create(minimumCapacity: slots * (slotStride + 1)) { _ in ChildTableHeader(count: 0, mask: Int32(slots - 1)) },
+            to: ChildTable.self)
+        table.withTable { _, children, tags in
+            children.initialize(repeating: nil, count: slots)
+            tags.initialize(repeating: 0, count: slots)
+        }
         return table
     }
 
     deinit {
-        withUnsafeMutablePointers { header, slots in
-            _ = slots.deinitialize(count: Int(header.pointee.mask) + 1)
+        withTable { header, children, _ in
+            _ = children.deinitialize(count: Int(header.pointee.mask) + 1)
+        }
+    }
+
+    /// The header, the slots and their hash bytes. The slots come first in the tail, at an 8-byte boundary (the
+    /// header is 8 bytes after the 16-byte object header).
+    private func withTable<Result>(
+        _ body: (UnsafeMutablePointer<ChildTableHeader>, UnsafeMutablePointer<AppIndex.Node?>, UnsafeMutablePointer<UInt8>) throws -> Result
+    ) rethrows -> Result {
+        try withUnsafeMutablePointers { header, tail in
+            let slots = Int(header.pointee.mask) + 1
+            let raw = UnsafeMutableRawPointer(tail)
+            assert(Int(bitPattern: raw) % MemoryLayout<AppIndex.Node?>.alignment == 0)
+            let children = raw.bindMemory(to: AppIndex.Node?.self, capacity: slots)
+            let tags = (raw + slots * Self.slotStride).bindMemory(to: UInt8.self, capacity: slots)
+            return try body(header, children, tags)
         }
     }
 
@@ -167,15 +192,19 @@ final class ChildTable: ManagedBuffer<ChildTableHeader, AppIndex.Node?> {
     /// The most children the table holds before it grows.
     var maximumCount: Int { slotCount * 3 / 4 }
 
-    private func home(of key: ExactString) -> Int { key.hashValue & Int(header.mask) }
+    /// The hash byte kept for a child: the hash's top 8 bits (the slot comes from its low bits).
+    @inline(__always)
+    private static func tag(_ hash: Int) -> UInt8 { UInt8(truncatingIfNeeded: UInt(bitPattern: hash) >> 56) }
 
     /// The slot that holds the child of `key`.
     private func slot(of key: ExactString) -> Int? {
-        withUnsafeMutablePointers { header, slots in
+        let hash = key.hashValue
+        let tag = Self.tag(hash)
+        return withTable { header, children, tags in
             let mask = Int(header.pointee.mask)
-            var index = key.hashValue & mask
-            while let child = slots[index] {
-                if child.key == key { return index }
+            var index = hash & mask
+            while let child = children[index] {
+                if tags[index] == tag, child.key == key { return index }
                 index = (index + 1) & mask
             }
             return nil
@@ -183,53 +212,47 @@ final class ChildTable: ManagedBuffer<ChildTableHeader, AppIndex.Node?> {
     }
 
     func child(_ key: ExactString) -> AppIndex.Node? {
-        withUnsafeMutablePointers { header, slots in
-            let mask = Int(header.pointee.mask)
-            var index = key.hashValue & mask
-            while let child = slots[index] {
-                if child.key == key { return child }
-                index = (index + 1) & mask
-            }
-            return nil
-        }
+        slot(of: key).flatMap { index in withTable { _, children, _ in children[index] } }
     }
 
     /// Stores `child`, whose key is not in the table; the table has room (``maximumCount``).
     func insertNew(_ child: AppIndex.Node) {
-        let start = home(of: child.key)
-        withUnsafeMutablePointers { header, slots in
+        let hash = child.key.hashValue
+        withTable { header, children, tags in
             let mask = Int(header.pointee.mask)
-            var index = start
-            while slots[index] != nil { index = (index + 1) & mask }
-            slots[index] = child
+            var index = hash & mask
+            while children[index] != nil { index = (index + 1) & mask }
+            children[index] = child
+            tags[index] = Self.tag(hash)
             header.pointee.count += 1
         }
     }
 
     func replace(with child: AppIndex.Node) {
         guard let index = slot(of: child.key) else { return }
-        withUnsafeMutablePointerToElements { $0[index] = child }
+        withTable { _, children, _ in children[index] = child }
     }
 
     /// Removes the child of `key`; the children after it in its probe run move back, so every child stays
     /// reachable from its home slot without gaps.
     func remove(_ key: ExactString) -> AppIndex.Node? {
         guard var hole = slot(of: key) else { return nil }
-        return withUnsafeMutablePointers { header, slots in
+        return withTable { header, children, tags in
             let mask = Int(header.pointee.mask)
-            let removed = slots[hole]
-            slots[hole] = nil
+            let removed = children[hole]
+            children[hole] = nil
             header.pointee.count -= 1
             var index = hole
             while true {
                 index = (index + 1) & mask
-                guard let child = slots[index] else { break }
+                guard let child = children[index] else { break }
                 let home = child.key.hashValue & mask
                 // The child stays when its home lies cyclically in (hole, index]: the hole is not on its way.
                 let stays = hole <= index ? (hole < home && home <= index) : (hole < home || home <= index)
                 if stays { continue }
-                slots[hole] = child
-                slots[index] = nil
+                children[hole] = child
+                tags[hole] = tags[index]
+                children[index] = nil
                 hole = index
             }
             return removed
@@ -238,19 +261,18 @@ final class ChildTable: ManagedBuffer<ChildTableHeader, AppIndex.Node?> {
 
     /// Some child (the first in slot order).
     var first: AppIndex.Node? {
-        withUnsafeMutablePointers { header, slots in
+        withTable { header, children, _ in
             for index in 0...Int(header.pointee.mask) {
-                if let child = slots[index] { return child }
+                if let child = children[index] { return child }
             }
             return nil
         }
     }
 
     func forEach(_ body: (AppIndex.Node) throws -> Void) rethrows {
-        let slotCount = slotCount
         for index in 0..<slotCount {
             // One slot read at a time: `body` may not change the table, but it runs outside the pointer's scope.
-            if let child = withUnsafeMutablePointerToElements({ $0[index] }) { try body(child) }
+            if let child = withTable({ _, children, _ in children[index] }) { try body(child) }
         }
     }
 

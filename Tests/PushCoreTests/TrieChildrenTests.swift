@@ -79,8 +79,8 @@ final class TrieChildrenTests: XCTestCase {
         XCTAssertNotNil(children["other"])
     }
 
-    /// The table's slots are references only: 8 bytes each, about 15 bytes per child at its average load,
-    /// against about 49 for a dictionary of key and node.
+    /// The table's slots are a reference and a hash byte: 9 bytes each, about 17 bytes per child at its average
+    /// load, against about 49 for a dictionary of key and node.
     func testTableSlotsAreOneReference() {
         XCTAssertEqual(MemoryLayout<AppIndex.Node?>.stride, 8)
         XCTAssertEqual(MemoryLayout<AppIndex.Children>.size, 8)
@@ -88,5 +88,6 @@ final class TrieChildrenTests: XCTestCase {
         XCTAssertEqual(ChildTable.slots(forCount: 3), 4)
         XCTAssertEqual(ChildTable.slots(forCount: 4), 8)
         XCTAssertEqual(ChildTable.slots(forCount: 1_000), 2_048)
+        XCTAssertEqual(ChildTable.heapBytes(slots: 4), HeapCost.block(16 + 8 + 4 * 9))
     }
 }
