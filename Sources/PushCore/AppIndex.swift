@@ -129,10 +129,12 @@ public final class AppIndex {
     /// Estimated heap bytes of the trie, payloads, strings and shadows (the top-level maps are added in
     /// ``byteCount``).
     private var storedBytes = 0
-    /// The subscriptions of each v2 user (subscribers with a uid), in list order, for the v2 API's list/get.
-    private var byUser: [ExactString: [UserEntry]] = [:]
-    /// Subscriptions per owning uid (the auth token's uid; v2: the subscriber's uid), for the per-uid quota.
-    private var perOwner: [ExactString: Int32] = [:]
+    /// The subscriptions of each v2 user (subscribers with a uid), in list order, for the v2 API's list/get. Keyed
+    /// by the uid as stored (``SubscriberKey/packedUID``).
+    private var byUser: [PackedToken: [UserEntry]] = [:]
+    /// Subscriptions per owning uid (the auth token's uid; v2: the subscriber's uid), for the per-uid quota. Keyed by
+    /// the uid as stored (``SubscriptionSettings/packedAuthUID``).
+    private var perOwner: [PackedToken: Int32] = [:]
     /// Subscriptions per push destination, for the per-device quota (and each device's stored token).
     private var perDevice = DeviceCounts()
     /// The shadows the last ``apply(_:now:)`` changed, to be checkpointed with the subscriptions.
@@ -155,9 +157,10 @@ public final class AppIndex {
     /// An estimate of the heap bytes this app's index holds, never below the truth for the structures it
     /// counts: each trie node (object, key string, its share of its parent's child table), each payload and
     /// subscriber entry (with its filters, ``SubscriptionSettings/extraBytes``, and its device key,
-    /// ``DeviceEncryption/heapBytes``, when it has them), each device's token and each user's uid (stored once:
-    /// subscriptions of one device or user share the string, see ``subscribe(path:subscriber:settings:)``), the
-    /// per-device, per-user and per-owner indexes, and each shadow's JSON. O(1): maintained on every change.
+    /// ``DeviceEncryption/heapBytes``, when it has them), each device's token and each uid (stored once: the
+    /// subscriptions of one device or user share one ``PackedToken``, see ``subscribe(path:subscriber:settings:)``;
+    /// a uid is counted once while the per-user or the per-owner index holds it), the per-device, per-user and
+    /// per-owner indexes, and each shadow's JSON. O(1): maintained on every change.
     ///
     /// Calibrated with `Benchmarks/Sources/SubscriptionMemory` (docs/ARCHITECTURE.md, "Identities, quotas,
     /// abuse").
@@ -165,9 +168,9 @@ public final class AppIndex {
         storedBytes
             + perDevice.heapBytes
             + HeapCost.dictionary(
-                capacity: perOwner.capacity, keyStride: MemoryLayout<ExactString>.stride, valueStride: MemoryLayout<Int32>.stride)
+                capacity: perOwner.capacity, keyStride: MemoryLayout<PackedToken>.stride, valueStride: MemoryLayout<Int32>.stride)
             + HeapCost.dictionary(
-                capacity: byUser.capacity, keyStride: MemoryLayout<ExactString>.stride,
+                capacity: byUser.capacity, keyStride: MemoryLayout<PackedToken>.stride,
                 valueStride: MemoryLayout<[UserEntry]>.stride)
     }
 
@@ -217,23 +220,24 @@ public final class AppIndex {
         if perDevice.count(of: subscriber.device) == 0 {
             total += subscriber.packedToken.heapBytes + perDevice.growthForNew(subscriber.device)
         }
-        if let owner = settings.owner, perOwner[owner] == nil {
-            total += HeapCost.string(owner.string)
+        if let owner = settings.packedAuthUID, perOwner[owner] == nil {
+            total += (byUser[owner] == nil ? owner.heapBytes : 0)
                 + HeapCost.dictionaryGrowth(
-                    count: perOwner.count, capacity: perOwner.capacity, keyStride: MemoryLayout<ExactString>.stride,
+                    count: perOwner.count, capacity: perOwner.capacity, keyStride: MemoryLayout<PackedToken>.stride,
                     valueStride: MemoryLayout<Int32>.stride)
         }
-        if let uid = subscriber.uid {
+        if let uid = subscriber.packedUID {
             total += HeapCost.array(capacity: path.segments.count, stride: MemoryLayout<ExactString>.stride)
-            if let entries = byUser[ExactString(uid)] {
+            if let entries = byUser[uid] {
                 if entries.count + 1 > entries.capacity {
                     total += HeapCost.array(capacity: max(entries.count + 1, entries.capacity * 2), stride: MemoryLayout<UserEntry>.stride)
                         - Self.entryBytes(entries)
                 }
             } else {
-                total += HeapCost.string(uid) + HeapCost.array(capacity: 1, stride: MemoryLayout<UserEntry>.stride)
+                let counted = perOwner[uid] != nil || settings.packedAuthUID == uid
+                total += (counted ? 0 : uid.heapBytes) + HeapCost.array(capacity: 1, stride: MemoryLayout<UserEntry>.stride)
                     + HeapCost.dictionaryGrowth(
-                        count: byUser.count, capacity: byUser.capacity, keyStride: MemoryLayout<ExactString>.stride,
+                        count: byUser.count, capacity: byUser.capacity, keyStride: MemoryLayout<PackedToken>.stride,
                         valueStride: MemoryLayout<[UserEntry]>.stride)
             }
         }
@@ -259,24 +263,24 @@ public final class AppIndex {
     }
 
     /// The stored copy of a device's token, of a uid: every subscription of one device (one user) shares one
-    /// string, so each is held, and counted, once.
+    /// ``PackedToken``, so each is held, and counted, once.
     private func canonical(_ subscriber: SubscriberKey, _ settings: SubscriptionSettings) -> (SubscriberKey, SubscriptionSettings) {
         var subscriber = subscriber
         var settings = settings
         if let token = perDevice.storedToken(of: subscriber.device) { subscriber.packedToken = token }
-        func stored(_ uid: String) -> String? {
-            if let index = perOwner.index(forKey: ExactString(uid)) { return perOwner[index].key.string }
-            if let index = byUser.index(forKey: ExactString(uid)) { return byUser[index].key.string }
+        func stored(_ uid: PackedToken) -> PackedToken? {
+            if let index = perOwner.index(forKey: uid) { return perOwner[index].key }
+            if let index = byUser.index(forKey: uid) { return byUser[index].key }
             return nil
         }
-        if let uid = subscriber.uid {
-            subscriber.uid = stored(uid) ?? uid
+        if let uid = subscriber.packedUID {
+            subscriber.packedUID = stored(uid) ?? uid
         }
-        if let owner = settings.authUID {
-            if let uid = subscriber.uid, uid.bytesEqual(owner) {
-                settings.authUID = uid
+        if let owner = settings.packedAuthUID {
+            if let uid = subscriber.packedUID, uid == owner {
+                settings.packedAuthUID = uid
             } else {
-                settings.authUID = stored(owner) ?? owner
+                settings.packedAuthUID = stored(owner) ?? owner
             }
         }
         return (subscriber, settings)
@@ -334,21 +338,20 @@ public final class AppIndex {
         if settings.mode.needsData { payload.dataSubscribers += 1 }
         if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
         if let previous {
-            if previous.owner != settings.owner {
-                count(owner: previous.owner, by: -1)
-                count(owner: settings.owner, by: 1)
+            if previous.packedAuthUID != settings.packedAuthUID {
+                count(owner: previous.packedAuthUID, by: -1)
+                count(owner: settings.packedAuthUID, by: 1)
             }
             return .refreshed
         }
         subscriptionCount += 1
-        count(owner: settings.owner, by: 1)
+        count(owner: settings.packedAuthUID, by: 1)
         let device = subscriber.device
         if perDevice.increment(device) { storedBytes += subscriber.packedToken.heapBytes }
-        if let uid = subscriber.uid {
+        if let key = subscriber.packedUID {
             let entry = UserEntry(path: DataPath(validatedSegments: keys), subscriber: subscriber)
-            let key = ExactString(uid)
             var entries = byUser.removeValue(forKey: key) ?? []
-            if entries.isEmpty { storedBytes += HeapCost.string(uid) }
+            if entries.isEmpty, perOwner[key] == nil { storedBytes += key.heapBytes }
             let grownEntries = Self.entryBytes(entries)
             let position = entries.partitioningIndex { !$0.precedes(entry) }
             entries.insert(entry, at: position)
@@ -397,47 +400,48 @@ public final class AppIndex {
             emptied = parent
         }
         subscriptionCount -= 1
-        count(owner: removed.owner, by: -1)
+        count(owner: removed.packedAuthUID, by: -1)
         let device = subscriber.device
         if let token = perDevice.decrement(device) { storedBytes -= token.heapBytes }
-        if let uid = subscriber.uid, var entries = byUser.removeValue(forKey: ExactString(uid)) {
+        // Changed in place: the stored key (the uid the user's subscriptions share) stays, not the caller's copy.
+        if let uid = subscriber.packedUID, let index = byUser.index(forKey: uid) {
             let entry = UserEntry(path: path, subscriber: subscriber)
-            let held = Self.entryBytes(entries)
-            if let position = entries.firstIndex(of: entry) {
-                storedBytes -= Self.pathBytes(entries[position].path)
-                entries.remove(at: position)
+            let held = Self.entryBytes(byUser.values[index])
+            if let position = byUser.values[index].firstIndex(of: entry) {
+                storedBytes -= Self.pathBytes(byUser.values[index][position].path)
+                byUser.values[index].remove(at: position)
             }
-            storedBytes += Self.entryBytes(entries) - held
-            if !entries.isEmpty {
-                byUser[ExactString(uid)] = entries
-            } else {
+            storedBytes += Self.entryBytes(byUser.values[index]) - held
+            if byUser.values[index].isEmpty {
                 // The user's last subscription: its uid and its emptied list (freed with it) go.
-                storedBytes -= HeapCost.string(uid) + Self.entryBytes(entries)
+                let uidBytes = perOwner[byUser.keys[index]] == nil ? byUser.keys[index].heapBytes : 0
+                storedBytes -= uidBytes + Self.entryBytes(byUser.values[index])
+                byUser.remove(at: index)
             }
         }
         return removed
     }
 
-    private func count(owner: ExactString?, by delta: Int32) {
+    private func count(owner: PackedToken?, by delta: Int32) {
         guard let owner else { return }
         if let index = perOwner.index(forKey: owner) {
-            let updated = perOwner[index].value + delta
+            let updated = perOwner.values[index] + delta
             if updated > 0 {
-                perOwner[owner] = updated
+                perOwner.values[index] = updated
             } else {
-                storedBytes -= HeapCost.string(perOwner[index].key.string)
+                if byUser[perOwner.keys[index]] == nil { storedBytes -= perOwner.keys[index].heapBytes }
                 perOwner.remove(at: index)
             }
         } else if delta > 0 {
             perOwner[owner] = delta
-            storedBytes += HeapCost.string(owner.string)
+            if byUser[owner] == nil { storedBytes += owner.heapBytes }
         }
     }
 
     // MARK: Quotas
 
     /// Subscriptions owned by `uid` (made with its auth token).
-    public func subscriptionCount(owner uid: String) -> Int { Int(perOwner[ExactString(uid)] ?? 0) }
+    public func subscriptionCount(owner uid: String) -> Int { Int(perOwner[PackedToken.make(uid)] ?? 0) }
 
     /// Subscriptions that reach `device`.
     public func subscriptionCount(device: DeviceKey) -> Int { Int(perDevice.count(of: device)) }
@@ -446,7 +450,7 @@ public final class AppIndex {
 
     /// The subscriptions of v2 user `uid`, ordered by path then token (bytes). O(the user's subscriptions).
     public func subscriptions(ofUser uid: String) -> [Subscription] {
-        guard let entries = byUser[ExactString(uid)] else { return [] }
+        guard let entries = byUser[PackedToken.make(uid)] else { return [] }
         return entries.compactMap { entry in
             subscription(path: entry.path, subscriber: entry.subscriber).map {
                 Subscription(path: entry.path, subscriber: entry.subscriber, settings: $0)
@@ -480,12 +484,12 @@ public final class AppIndex {
         }
         let v2 = subscriptions(ofUser: uid)
         v2.forEach(consider)
-        let owner = ExactString(uid)
-        var v1Left = subscriptionCount(owner: uid) - v2.reduce(0) { $0 + ($1.settings.owner == owner ? 1 : 0) }
+        let owner = PackedToken.make(uid)
+        var v1Left = subscriptionCount(owner: uid) - v2.reduce(0) { $0 + ($1.settings.packedAuthUID == owner ? 1 : 0) }
         if v1Left > 0 {
             var v1: [Subscription] = []
             forEachSubscription { subscription in
-                guard v1Left > 0, subscription.subscriber.uid == nil, subscription.settings.owner == owner else { return }
+                guard v1Left > 0, subscription.subscriber.packedUID == nil, subscription.settings.packedAuthUID == owner else { return }
                 v1.append(subscription)
                 v1Left -= 1
             }

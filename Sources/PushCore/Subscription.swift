@@ -48,11 +48,12 @@ public enum NotificationFormat: String, Sendable, CaseIterable {
 /// Equality and hashing compare the token's and the uid's UTF-8 bytes (``ExactString``), never Unicode
 /// canonical equivalence: two tokens or uids that differ in bytes are two identities.
 public struct SubscriberKey: Sendable, Hashable {
-    // The kind and token in one reference and a non-optional uid keep the struct at 24 bytes: a million of them
+    // The kind and token in one reference and the uid in another keep the struct at 16 bytes: a million of them
     // are held in memory.
     /// The destination (kind and push token) as stored: shared by every subscription of the device (``AppIndex``).
     public var packedToken: PackedToken
-    private var uidStorage: String
+    /// The uid as stored (nil: none, v1): shared by every subscription of the user (``AppIndex``).
+    public var packedUID: PackedToken?
 
     /// The provider (or webhook, browser) this subscriber is reached through.
     public var kind: SubscriberKind {
@@ -66,9 +67,10 @@ public struct SubscriberKey: Sendable, Hashable {
         set { packedToken = PackedToken.make(newValue, kind: packedToken.kind) }
     }
 
+    /// The v2 user id; nil for v1 (an empty uid is none). Made from ``packedUID`` on each read.
     public var uid: String? {
-        get { uidStorage.isEmpty ? nil : uidStorage }
-        set { uidStorage = newValue ?? "" }
+        get { packedUID?.string }
+        set { packedUID = Self.packedUID(newValue) }
     }
 
     public init(kind: SubscriberKind = .mobile, token: String, uid: String? = nil) {
@@ -78,7 +80,13 @@ public struct SubscriberKey: Sendable, Hashable {
     /// The subscriber of the destination `packedToken` (its kind and token).
     public init(packedToken: PackedToken, uid: String? = nil) {
         self.packedToken = packedToken
-        self.uidStorage = uid ?? ""
+        self.packedUID = Self.packedUID(uid)
+    }
+
+    /// A uid as ``packedUID`` holds it: nil for none or empty.
+    static func packedUID(_ uid: String?) -> PackedToken? {
+        guard let uid, !uid.isEmpty else { return nil }
+        return PackedToken.make(uid)
     }
 
     /// A `webhook` subscriber: `token` holds the destination URL and the free-text context, separated by a
@@ -129,12 +137,12 @@ public struct SubscriberKey: Sendable, Hashable {
     public var device: DeviceKey { DeviceKey(packedToken: packedToken) }
 
     public static func == (left: SubscriberKey, right: SubscriberKey) -> Bool {
-        left.packedToken == right.packedToken && left.uidStorage.bytesEqual(right.uidStorage)
+        left.packedToken == right.packedToken && left.packedUID == right.packedUID
     }
 
     public func hash(into hasher: inout Hasher) {
         packedToken.hash(into: &hasher)
-        uidStorage.hashBytes(into: &hasher)
+        hasher.combine(packedUID)
     }
 }
 
@@ -157,11 +165,18 @@ public struct DeviceKey: Sendable, Hashable {
 
 /// The mutable part of a subscription.
 public struct SubscriptionSettings: Sendable, Equatable {
-    // Field order: the one-byte fields last, so the struct is 34 bytes and the fields that follow it in a
+    // Field order: the one-byte fields last, so the struct is 26 bytes and the fields that follow it in a
     // payload (AppIndex) fit in its tail.
     /// The uid of the auth token the subscription was made with (nil without a token), so that the app's
-    /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid.
-    public var authUID: String?
+    /// read rules can be re-checked when they change. For v2 it equals the subscriber's uid. Made from
+    /// ``packedAuthUID`` on each read.
+    public var authUID: String? {
+        get { packedAuthUID?.string }
+        set { packedAuthUID = newValue.map { PackedToken.make($0) } }
+    }
+    /// ``authUID`` as stored: shared by every subscription of the uid (``AppIndex``), 8 bytes instead of a string's
+    /// 16 in every subscriber entry (issue 19).
+    var packedAuthUID: PackedToken?
     /// The filters and the device key, both rare, in one box: one pointer in every subscriber entry (issue 19),
     /// their storage only where there are some.
     private var extras: Extras?
@@ -192,7 +207,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.mode = mode
         self.format = format
-        self.authUID = authUID
+        self.packedAuthUID = authUID.map { PackedToken.make($0) }
         self.extras = Extras.make(filters: filters.flatMap { $0.isEmpty ? nil : $0 }, encryption: encryption)
     }
 
@@ -201,7 +216,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
 
     public static func == (left: SubscriptionSettings, right: SubscriptionSettings) -> Bool {
         left.expiresAt == right.expiresAt && left.mode == right.mode && left.format == right.format
-            && (left.authUID ?? "").bytesEqual(right.authUID ?? "") && (left.authUID == nil) == (right.authUID == nil)
+            && left.packedAuthUID == right.packedAuthUID
             && left.filters == right.filters && left.encryption == right.encryption
     }
 

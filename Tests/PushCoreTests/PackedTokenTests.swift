@@ -95,6 +95,70 @@ final class PackedTokenTests: XCTestCase {
         changed.kind = .apns
         XCTAssertEqual(changed.kind, .apns)
         XCTAssertEqual(changed.token, "other")
-        XCTAssertEqual(MemoryLayout<SubscriberKey>.size, 24)
+        XCTAssertEqual(MemoryLayout<SubscriberKey>.size, 16)
+    }
+
+    /// A uid is stored packed too (8 bytes in every subscriber entry, not a string's 16), and compared by its bytes:
+    /// an empty uid is none, a uid of other bytes is another identity.
+    func testUIDsAreComparedByTheirBytes() {
+        let plain = SubscriberKey(token: "t", uid: "user-1")
+        XCTAssertEqual(plain.uid, "user-1")
+        XCTAssertEqual(plain, SubscriberKey(token: "t", uid: "user-1"))
+        XCTAssertEqual(plain.hashValue, SubscriberKey(token: "t", uid: "user-1").hashValue)
+        XCTAssertNotEqual(plain, SubscriberKey(token: "t", uid: "user-2"))
+        XCTAssertNotEqual(plain, SubscriberKey(token: "t"))
+        XCTAssertNil(SubscriberKey(token: "t", uid: "").uid)
+        XCTAssertEqual(SubscriberKey(token: "t", uid: ""), SubscriberKey(token: "t"))
+        // Canonically equal, different bytes: two uids.
+        XCTAssertNotEqual(SubscriberKey(token: "t", uid: "caf\u{E9}"), SubscriberKey(token: "t", uid: "cafe\u{301}"))
+        XCTAssertEqual(SubscriberKey(token: "t", uid: "cafe\u{301}").uid?.utf8.count, 6)
+        var settings = SubscriptionSettings(mode: .value, expiresAt: 1, authUID: "")
+        XCTAssertEqual(settings.authUID, "", "an empty auth uid is kept apart from none")
+        XCTAssertNotEqual(settings, SubscriptionSettings(mode: .value, expiresAt: 1))
+        settings.authUID = "owner"
+        XCTAssertEqual(settings, SubscriptionSettings(mode: .value, expiresAt: 1, authUID: "owner"))
+        XCTAssertEqual(MemoryLayout<SubscriptionSettings>.size, 26)
+    }
+
+    /// Every subscription of a user shares one stored uid, and of an owner one stored auth uid, whatever copies the
+    /// calls brought; the index's table keeps the stored one when a subscription goes.
+    func testAUsersSubscriptionsShareOneStoredUID() throws {
+        let index = AppIndex(app: "a")
+        let paths = try (0..<3).map { try DataPath("/users/u/\($0)") }
+        for (number, path) in paths.enumerated() {
+            index.subscribe(
+                path: path, subscriber: SubscriberKey(token: "device\(number)", uid: "a-uid-longer-than-fifteen"),
+                settings: SubscriptionSettings(mode: .value, format: .v2, expiresAt: 1_900_000_000, authUID: "a-uid-longer-than-fifteen"))
+            index.subscribe(
+                path: path, subscriber: SubscriberKey(token: "v1device\(number)"),
+                settings: SubscriptionSettings(mode: .value, expiresAt: 1_900_000_000, authUID: "owner-of-v1-subscriptions"))
+        }
+        index.unsubscribe(path: paths[0], subscriber: SubscriberKey(token: "device0", uid: "a-uid-longer-than-fifteen"))
+        index.subscribe(
+            path: paths[0], subscriber: SubscriberKey(token: "device9", uid: "a-uid-longer-than-fifteen"),
+            settings: SubscriptionSettings(mode: .value, format: .v2, expiresAt: 1_900_000_000, authUID: "a-uid-longer-than-fifteen"))
+        let all = index.allSubscriptions()
+        XCTAssertEqual(all.count, 6)
+        let users = all.compactMap(\.subscriber.packedUID)
+        let owners = all.compactMap(\.settings.packedAuthUID)
+        XCTAssertEqual(users.count, 3)
+        XCTAssertEqual(owners.count, 6)
+        let user = try XCTUnwrap(users.first)
+        for stored in users { XCTAssertTrue(stored.isSame(as: user)) }
+        for subscription in all where subscription.subscriber.packedUID != nil {
+            XCTAssertTrue(try XCTUnwrap(subscription.settings.packedAuthUID).isSame(as: user), "v2: the auth uid is the uid")
+        }
+        let v1Owners = all.filter { $0.subscriber.packedUID == nil }.compactMap(\.settings.packedAuthUID)
+        XCTAssertEqual(v1Owners.count, 3)
+        for stored in v1Owners { XCTAssertTrue(stored.isSame(as: v1Owners[0])) }
+        XCTAssertEqual(index.subscriptionCount(owner: "owner-of-v1-subscriptions"), 3)
+        XCTAssertEqual(index.subscriptionCount(owner: "a-uid-longer-than-fifteen"), 3)
+        XCTAssertEqual(index.subscriptions(ofUser: "a-uid-longer-than-fifteen").map(\.subscriber.token), ["device9", "device1", "device2"])
+    }
+
+    /// With 16-byte subscriber keys and 26-byte settings, a node with its one subscriber fits a 128-byte block (it took
+    /// a 144-byte one with a string uid and auth uid).
+    func testANodeWithOneSubscriberFitsA128ByteBlock() {
+        XCTAssertEqual(AppIndex.nodeBytes + AppIndex.payloadBytes, HeapCost.block(120))
     }
 }

@@ -51,6 +51,34 @@ final class StateBytesTests: XCTestCase {
         XCTAssertEqual(replica.bytes, index.byteCount)
     }
 
+    /// A uid that is both a v1 owner and a v2 user is one stored object, counted once: whatever the order the two
+    /// come and go in, each create adds what was predicted, and a second round of both ends at the same figure as the
+    /// first (a removal that gave back less, or more, than was added would move it).
+    func testAUIDThatOwnsAndSubscribesIsCountedOnce() throws {
+        let uid = "a-uid-of-more-than-fifteen-bytes"
+        let v1 = (try DataPath("/v1"), SubscriberKey(token: "v1-device-token-long"), settings(uid: uid))
+        let v2 = (try DataPath("/v2"), SubscriberKey(token: "v2-device-token-long", uid: uid), SubscriptionSettings(
+            mode: .value, format: .v2, expiresAt: .max, authUID: uid))
+        for (first, second) in [(v1, v2), (v2, v1)] {
+            for (gone, last) in [(first, second), (second, first)] {
+                let index = AppIndex(app: "a")
+                var figures: [Int] = []
+                for _ in 0..<2 {
+                    for (path, subscriber, settings) in [first, second] {
+                        let predicted = index.bytesToSubscribe(path: path, subscriber: subscriber, settings: settings)
+                        let before = index.byteCount
+                        index.subscribe(path: path, subscriber: subscriber, settings: settings)
+                        XCTAssertEqual(index.byteCount - before, predicted)
+                    }
+                    figures.append(index.byteCount)
+                    index.unsubscribe(path: gone.0, subscriber: gone.1)
+                    index.unsubscribe(path: last.0, subscriber: last.1)
+                }
+                XCTAssertEqual(figures[0], figures[1], "the same bytes after a round of both")
+            }
+        }
+    }
+
     /// A device's token and a user's uid are stored once, whatever the number of their subscriptions.
     func testTokensAndUIDsAreStoredOnce() throws {
         let index = AppIndex(app: "a")

@@ -5,6 +5,9 @@
 // shape 1: each device subscribes at its own node /users/{uid} (one trie node per subscription, ~160-byte FCM
 //          tokens);
 // shape 2: at /users/{uid}/inbox (two trie nodes per subscription, the worst common shape);
+// shape v2: v2 subscriptions, one per user (uid "user-{n}", the auth uid the same), at /users/{uid}/inbox: the
+//          case where a uid is shared by nothing else;
+// shape v2x3: v2, three per user from one device (inbox, settings, feed);
 // shape long: anonymous abuse (issue 17, finding 4): a 2 KB path and a 1 KB device id per subscription, each
 //          invented (nothing shared).
 import Glibc
@@ -38,6 +41,15 @@ for index in 0..<count {
         // 2 KB of path keys and a 1 KB device id, both unique.
         path = DataPath(validatedSegments: [ExactString("k\(index)"), ExactString(String(long.dropLast(String(index).count + 2)))])
         token = "d" + String(index, radix: 16) + String(repeating: "x", count: 1023 - String(index, radix: 16).count)
+    case "v2", "v2x3":
+        let perUser = shape == "v2" ? 1 : 3
+        let uid = "user-\(index / perUser)"
+        let leaf: ExactString = ["inbox", "settings", "feed"][index % perUser]
+        apps[(index / perUser) % appCount].subscribe(
+            path: DataPath(validatedSegments: ["users", ExactString(uid), leaf]),
+            subscriber: SubscriberKey(token: "fcm-" + String(index / perUser, radix: 16) + ":APA91b" + String(repeating: "x", count: 140), uid: uid),
+            settings: SubscriptionSettings(mode: .value, format: .v2, expiresAt: 1_900_000_000, authUID: uid))
+        continue
     case "2":
         path = DataPath(validatedSegments: ["users", ExactString(user), "inbox"])
         token = "fcm-" + String(index, radix: 16) + ":APA91b" + String(repeating: "x", count: 140)
