@@ -264,10 +264,14 @@ public final class AppIndex {
 
     /// The stored copy of a device's token, of a uid: every subscription of one device (one user) shares one
     /// ``PackedToken``, so each is held, and counted, once.
-    private func canonical(_ subscriber: SubscriberKey, _ settings: SubscriptionSettings) -> (SubscriberKey, SubscriptionSettings) {
+    /// Also returns where the device is counted (nil: not yet), so that a create counts it without a second lookup.
+    private func canonical(
+        _ subscriber: SubscriberKey, _ settings: SubscriptionSettings
+    ) -> (SubscriberKey, SubscriptionSettings, DeviceCounts.Index?) {
         var subscriber = subscriber
         var settings = settings
-        if let token = perDevice.storedToken(of: subscriber.device) { subscriber.packedToken = token }
+        let counted = perDevice.find(subscriber.device)
+        if let counted { subscriber.packedToken = perDevice.storedToken(at: counted) }
         func stored(_ uid: PackedToken) -> PackedToken? {
             if let index = perOwner.index(forKey: uid) { return perOwner[index].key }
             if let index = byUser.index(forKey: uid) { return byUser[index].key }
@@ -283,7 +287,7 @@ public final class AppIndex {
                 settings.packedAuthUID = stored(owner) ?? owner
             }
         }
-        return (subscriber, settings)
+        return (subscriber, settings, counted)
     }
 
     // MARK: Subscriptions
@@ -298,7 +302,8 @@ public final class AppIndex {
     public func subscribe(path: DataPath, subscriber: SubscriberKey, settings: SubscriptionSettings) -> SubscribeOutcome {
         let before = byteCount
         defer { report(since: before) }
-        let (subscriber, settings) = canonical(subscriber, settings)
+        // `counted` stays valid: nothing below changes the per-device table before the count.
+        let (subscriber, settings, counted) = canonical(subscriber, settings)
         var chain: [Node] = [root]
         chain.reserveCapacity(path.segments.count + 1)
         // The path as the trie stores its keys (the per-user index shares those strings).
@@ -347,7 +352,7 @@ public final class AppIndex {
         subscriptionCount += 1
         count(owner: settings.packedAuthUID, by: 1)
         let device = subscriber.device
-        if perDevice.increment(device) { storedBytes += subscriber.packedToken.heapBytes }
+        if perDevice.increment(device, at: counted) { storedBytes += subscriber.packedToken.heapBytes }
         if let key = subscriber.packedUID {
             let entry = UserEntry(path: DataPath(validatedSegments: keys), subscriber: subscriber)
             var entries = byUser.removeValue(forKey: key) ?? []

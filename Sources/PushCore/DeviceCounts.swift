@@ -9,15 +9,19 @@ struct DeviceCounts {
     /// Subscriptions that reach `device`.
     func count(of device: DeviceKey) -> Int32 { byDevice[device.packedToken] ?? 0 }
 
-    /// The stored copy of `device`'s destination, if it is counted.
-    func storedToken(of device: DeviceKey) -> PackedToken? {
-        byDevice.index(forKey: device.packedToken).map { byDevice[$0].key }
-    }
+    /// Where `device` is counted, if it is: the index stays valid until the table changes.
+    typealias Index = Dictionary<PackedToken, Int32>.Index
 
-    /// Counts one more subscription of `device`; true when the device is new (its token is now stored).
-    mutating func increment(_ device: DeviceKey) -> Bool {
-        // One lookup (the token's bytes hashed once), then the update or the insert.
-        if let index = byDevice.index(forKey: device.packedToken) {
+    /// Where `device` is counted, if it is (one lookup: the token's bytes hashed once).
+    func find(_ device: DeviceKey) -> Index? { byDevice.index(forKey: device.packedToken) }
+
+    /// The stored copy of the destination counted at `index`.
+    func storedToken(at index: Index) -> PackedToken { byDevice.keys[index] }
+
+    /// Counts one more subscription of `device`, found at `index` (``find(_:)``, the table unchanged since) or not
+    /// counted yet (nil); true when the device is new (its token is now stored).
+    mutating func increment(_ device: DeviceKey, at index: Index?) -> Bool {
+        if let index {
             byDevice.values[index] += 1
             return false
         }

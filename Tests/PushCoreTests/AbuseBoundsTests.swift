@@ -80,7 +80,10 @@ final class AbuseBoundsTests: XCTestCase {
             for step in 0..<2000 {
                 let device = devices[Int(random.next() % UInt64(devices.count))]
                 if random.next() % 2 == 0 {
-                    XCTAssertEqual(counts.increment(device), model[device] == nil, "seed \(seed) step \(step)")
+                    let found = counts.find(device)
+                    XCTAssertEqual(found == nil, model[device] == nil, "seed \(seed) step \(step)")
+                    if let found { XCTAssertEqual(counts.storedToken(at: found), device.packedToken) }
+                    XCTAssertEqual(counts.increment(device, at: found), model[device] == nil, "seed \(seed) step \(step)")
                     model[device, default: 0] += 1
                 } else {
                     let removed = counts.decrement(device)
@@ -90,7 +93,7 @@ final class AbuseBoundsTests: XCTestCase {
                 }
                 for each in devices {
                     XCTAssertEqual(counts.count(of: each), model[each] ?? 0, "seed \(seed) step \(step) \(each)")
-                    XCTAssertEqual(counts.storedToken(of: each) != nil || model[each] == nil, true)
+                    XCTAssertEqual(counts.find(each) != nil, model[each] != nil)
                 }
             }
         }
