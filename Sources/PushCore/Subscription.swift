@@ -121,16 +121,16 @@ public struct SubscriberKey: Sendable, Hashable {
     }
 
     /// The v2 `destination`: the webhook URL; empty for the other kinds.
-    public var destination: Substring {
-        guard kind == .webhook, let newline = token.utf8.firstIndex(of: 0x0A) else { return "" }
-        return token[..<newline]
-    }
+    public var destination: Substring { destinationAndContext.destination }
 
     /// The v2 `context`: the push token, or a webhook's free text.
-    public var context: Substring {
-        guard kind == .webhook else { return token[...] }
-        guard let newline = token.utf8.firstIndex(of: 0x0A) else { return token[...] }
-        return token[token.utf8.index(after: newline)...]
+    public var context: Substring { destinationAndContext.context }
+
+    /// ``destination`` and ``context`` from one read of the token (each read unpacks it).
+    public var destinationAndContext: (destination: Substring, context: Substring) {
+        let token = self.token
+        guard kind == .webhook, let newline = token.utf8.firstIndex(of: 0x0A) else { return ("", token[...]) }
+        return (token[..<newline], token[token.utf8.index(after: newline)...])
     }
 
     /// The device this subscriber reaches (kind and token), whatever the user.

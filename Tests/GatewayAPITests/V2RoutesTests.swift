@@ -134,6 +134,11 @@ final class V2RoutesTests: XCTestCase {
 
     func testIDIsADeterministicFunctionOfTheTuple() throws {
         let path = try DataPath("/a/b")
+        // Pinned: Python's hashlib over the same length-prefixed parts gives this id.
+        XCTAssertEqual(
+            SubscriptionID.make(
+                app: "toto", uid: "alice", kind: .mobile, path: try DataPath("/users/alice/inbox"), context: "fcm-token:APA91b\u{E9}"),
+            "KNURYUlKpm31SWUy08Lh3g")
         let one = SubscriptionID.make(app: "toto", uid: "alice", kind: .mobile, path: path, context: "t")
         XCTAssertEqual(one, SubscriptionID.make(app: "toto", uid: "alice", kind: .mobile, path: path, context: "t"))
         XCTAssertEqual(one.count, 22)
