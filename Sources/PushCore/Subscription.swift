@@ -185,7 +185,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
     /// stored as nil.
     public var filters: SubscriptionFilters? {
         get { extras?.filters }
-        set { extras = Extras.make(filters: newValue.flatMap { $0.isEmpty ? nil : $0 }, encryption: encryption) }
+        set { extras = Extras.make(filters: newValue, encryption: encryption) }
     }
 
     /// v2 only: the device's own public key; its notifications are encrypted for it alone. Nil: the app's key
@@ -208,7 +208,7 @@ public struct SubscriptionSettings: Sendable, Equatable {
         self.mode = mode
         self.format = format
         self.packedAuthUID = authUID.map { PackedToken.make($0) }
-        self.extras = Extras.make(filters: filters.flatMap { $0.isEmpty ? nil : $0 }, encryption: encryption)
+        self.extras = Extras.make(filters: filters, encryption: encryption)
     }
 
     /// The uid a quota counts this subscription against: the auth token's uid (v2: the subscriber's uid).
@@ -244,8 +244,10 @@ private final class Extras: Sendable {
         self.encryption = encryption
     }
 
+    /// Nil when there is nothing to hold; empty filters are stored as none.
     static func make(filters: SubscriptionFilters?, encryption: DeviceEncryption?) -> Extras? {
-        filters == nil && encryption == nil ? nil : Extras(filters: filters, encryption: encryption)
+        let filters = filters.flatMap { $0.isEmpty ? nil : $0 }
+        return filters == nil && encryption == nil ? nil : Extras(filters: filters, encryption: encryption)
     }
 }
 
