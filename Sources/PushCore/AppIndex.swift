@@ -308,12 +308,12 @@ public final class AppIndex {
         chain.reserveCapacity(path.segments.count + 1)
         // The path as the trie stores its keys (the per-user index shares those strings).
         var keys: [ExactString] = []
-        if subscriber.uid != nil { keys.reserveCapacity(path.segments.count) }
+        if subscriber.packedUID != nil { keys.reserveCapacity(path.segments.count) }
         var node = root
         for (position, key) in path.segments.enumerated() {
             if let next = node.children[key] {
                 node = next
-                if subscriber.uid != nil { keys.append(next.key) }
+                if subscriber.packedUID != nil { keys.append(next.key) }
             } else {
                 // The subscribed node itself is made a payload node at once (filled below).
                 let next = position == path.segments.count - 1 ? Payload(key: key) : Node(key: key)
@@ -321,7 +321,7 @@ public final class AppIndex {
                 node.children.insert(next)
                 storedBytes += node.children.heapBytes - grown + Self.nodeBytes + HeapCost.string(key.string)
                 node = next
-                if subscriber.uid != nil { keys.append(key) }
+                if subscriber.packedUID != nil { keys.append(key) }
             }
             chain.append(node)
         }
@@ -490,7 +490,7 @@ public final class AppIndex {
         let v2 = subscriptions(ofUser: uid)
         v2.forEach(consider)
         let owner = PackedToken.make(uid)
-        var v1Left = subscriptionCount(owner: uid) - v2.reduce(0) { $0 + ($1.settings.packedAuthUID == owner ? 1 : 0) }
+        var v1Left = Int(perOwner[owner] ?? 0) - v2.reduce(0) { $0 + ($1.settings.packedAuthUID == owner ? 1 : 0) }
         if v1Left > 0 {
             var v1: [Subscription] = []
             forEachSubscription { subscription in
