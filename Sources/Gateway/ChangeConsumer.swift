@@ -48,6 +48,8 @@ final class ChangeConsumer: Service, Sendable {
     /// What this replica owns and has loaded (read by `/readyz`, the membership record and the router).
     private let ownership: PartitionOwnership
     private let stopping = Atomic<Bool>(false)
+    /// Which partitions' records the polling thread hands on (``RecordIntake``).
+    private let intake = Mutex(RecordIntake<PartitionState>())
 
     init(
         consumer: KafkaConsumer, topic: String, companion: String? = nil, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
@@ -113,6 +115,7 @@ final class ChangeConsumer: Service, Sendable {
             ownership.forget(gone, fenced: false)
             // No longer fetched here: no pause reason carries over to a later assignment.
             pauses.forget(gone)
+            intake.withLock { $0.reset(gone) }
             if !lost { drain(partitions) }
             abandonWork(of: gone)
             for partition in partitions {
@@ -164,9 +167,52 @@ final class ChangeConsumer: Service, Sendable {
         // Settings-driven revocations are checked again for the apps taken over (before their events resume).
         sweeper.poke()
         guard ownership.loaded(partition) else { return }
-        // Fetched again unless its records in flight still fill its share (then once they drain).
-        pauses.release([partition], for: .loading)
-        logger.info("consuming partition", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartition: "\(partition)"])
+        // Activated by the polling thread, which is the one that drops and admits the partition's records.
+        intake.withLock { $0.loaded(partition, state: state) }
+    }
+
+    /// On the polling thread: the superseded partitions to take back, and the loaded partitions whose records are
+    /// handed on from now. Each of those is sought back to its first record dropped meanwhile (if any), then fetched
+    /// again (unless its records in flight still fill its share: then once they drain).
+    private func serveIntake() {
+        let (takeBack, due) = intake.withLock { $0.takeRequests() }
+        let stillFenced = takeBack.intersection(ownership.fenced)
+        if !stillFenced.isEmpty { take([], takenBack: stillFenced) }
+        for (partition, state) in due {
+            // Given up (or loaded again) since: a later load activates it.
+            guard store.isCurrent(state, index: partition), ownership.snapshot.ready.contains(partition) else { continue }
+            let rewind = intake.withLock { $0.activate(partition, state: state) }
+            guard let rewind else { continue }
+            if !rewind.isEmpty {
+                do {
+                    try consumer.seek(rewind, timeoutMs: 10_000)
+                    logger.info(
+                        "records fetched while the partition was loading are read again",
+                        metadata: [LoggingKeys.kafkaPartition: "\(partition)", "kafka.offsets": "\(rewind.values.sorted())"])
+                } catch {
+                    logger.error(
+                        "cannot read again the records fetched while a partition was loading: they may be skipped",
+                        metadata: [LoggingKeys.kafkaPartition: "\(partition)", LoggingKeys.error: "\(error)"])
+                }
+            }
+            pauses.release([partition], for: .loading)
+            logger.info("consuming partition", metadata: [LoggingKeys.kafkaTopic: "\(topic)", LoggingKeys.kafkaPartition: "\(partition)"])
+        }
+    }
+
+    /// On the polling thread: whether `record` is handed on (its partition is active), else kept as dropped.
+    private func accepts(_ record: KafkaRecord) -> Bool {
+        let accepted = intake.withLock {
+            $0.accepts(topic: record.topic, partition: record.partition, offset: record.offset) { $0.role == .owner }
+        }
+        // A partition still loading: its fetcher has started, so it can be paused now.
+        if !accepted { pauses.applyDeferred(record.partition) }
+        return accepted
+    }
+
+    /// On the polling thread: a record handed on but not admitted (its partition given up meanwhile) is kept as dropped.
+    private func dropped(_ record: KafkaRecord) {
+        intake.withLock { $0.drop(topic: record.topic, partition: record.partition, offset: record.offset) }
     }
 
     // MARK: Fencing
@@ -179,6 +225,7 @@ final class ChangeConsumer: Service, Sendable {
     func fenced(_ partition: Int32) {
         let topicPartition = TopicPartition(topic: topic, partition: partition)
         pauses.hold([partition], for: .loading)
+        intake.withLock { $0.reset([partition]) }
         ownership.forget([partition], fenced: true)
         abandonWork(of: [partition])
         store.release(partition, keepAsStandby: false)
@@ -190,17 +237,21 @@ final class ChangeConsumer: Service, Sendable {
             logger.warning(
                 "the consumer group still assigns a partition another replica wrote to: taking it back",
                 metadata: [LoggingKeys.kafkaPartition: "\(partition)"])
-            take([], takenBack: [partition])
+            intake.withLock { $0.requestTakeBack(partition) }
         }
     }
 
     /// Partitions assigned here (by the group), and ones taken back after they were superseded: paused until
     /// loaded. A partition taken back is read again from its committed offset: the records fetched while it was
-    /// superseded were dropped unfinished (the group's assignment would have started there too).
+    /// superseded were dropped unfinished (the group's assignment would have started there too). On the polling thread.
     private func take(_ assigned: Set<Int32>, takenBack: Set<Int32> = []) {
         let partitions = assigned.union(takenBack)
         guard !partitions.isEmpty else { return }
-        pauses.hold(partitions, for: .loading)
+        // Paused once a record of it arrives while it loads (then its fetcher has started: a pause now could race that
+        // start and leave the partition unfetched for good); such records are read again (``RecordIntake``).
+        pauses.hold(partitions, for: .loading, deferred: true)
+        // Read from the committed offset (an assignment) or sought back to it (taken back): nothing dropped before counts.
+        intake.withLock { $0.reset(partitions) }
         if !takenBack.isEmpty {
             do {
                 try consumer.seekToCommitted(FetchPauses.fetched(takenBack, topic: topic, companion: companion), timeoutMs: 10_000)
@@ -300,6 +351,7 @@ final class ChangeConsumer: Service, Sendable {
     private func pollLoop() {
         let limiter = LogLimiter()
         while !stopping.load(ordering: .relaxed) {
+            serveIntake()
             switch consumer.poll(timeoutMs: 100) {
             case .none: continue
             case .error(let error):
@@ -310,7 +362,11 @@ final class ChangeConsumer: Service, Sendable {
                 // The gateway's own latency starts here (one clock read per record).
                 let fetchedAt = Uptime.now
                 health.kafkaReachable()
-                guard let admitted = processor.admit(record, fetchedAt: fetchedAt) else { continue }
+                guard accepts(record) else { continue }
+                guard let admitted = processor.admit(record, fetchedAt: fetchedAt) else {
+                    dropped(record)
+                    continue
+                }
                 workers.run(on: record.partition) { [processor] worker in processor.process(admitted, on: worker) }
             }
         }

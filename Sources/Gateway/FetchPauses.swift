@@ -15,7 +15,14 @@ enum PauseReason: Hashable, Sendable {
 /// The consumer is told inside the partition's lock, so the pauses and resumes of one partition reach it in the
 /// order of the decisions; partitions do not share a lock.
 final class FetchPauses: Sendable {
-    private let held = PartitionStripes<Set<PauseReason>>()
+    /// The reasons holding a partition, and whether the consumer was told to pause it.
+    private struct Held: Sendable {
+        var reasons: Set<PauseReason> = []
+        /// False while only a deferred hold holds it (``hold(_:for:deferred:)``): the consumer still fetches it.
+        var applied = false
+    }
+
+    private let held = PartitionStripes<Held>()
     private let pauseFetching: @Sendable ([Int32]) -> Void
     private let resumeFetching: @Sendable ([Int32]) -> Void
 
@@ -39,22 +46,46 @@ final class FetchPauses: Sendable {
         }
     }
 
-    /// `reason` holds `partitions`: those no reason held before stop being fetched.
-    func hold(_ partitions: some Sequence<Int32>, for reason: PauseReason) {
+    /// `reason` holds `partitions`: those not paused yet stop being fetched. `deferred`: the consumer is told only at
+    /// ``applyDeferred(_:)`` (or when another reason comes). A partition just assigned is held that way: librdkafka
+    /// applies a pause asynchronously, and a pause that races the start of the partition's fetcher can leave the
+    /// partition unfetched for good; once a record of it arrived, its fetcher has started.
+    func hold(_ partitions: some Sequence<Int32>, for reason: PauseReason, deferred: Bool = false) {
         for partition in partitions {
-            held.withLock(partition) { reasons in
-                if reasons?.isEmpty ?? true { pauseFetching([partition]) }
-                reasons = (reasons ?? []).union([reason])
+            held.withLock(partition) { entry in
+                var state = entry ?? Held()
+                state.reasons.insert(reason)
+                if !state.applied, !deferred {
+                    pauseFetching([partition])
+                    state.applied = true
+                }
+                entry = state
             }
+        }
+    }
+
+    /// Tells the consumer to pause `partition` if a deferred hold holds it and it was not told yet.
+    func applyDeferred(_ partition: Int32) {
+        held.withLock(partition) { entry in
+            guard var state = entry, !state.reasons.isEmpty, !state.applied else { return }
+            pauseFetching([partition])
+            state.applied = true
+            entry = state
         }
     }
 
     /// `reason` no longer holds `partitions`: those no other reason holds are fetched again.
     func release(_ partitions: some Sequence<Int32>, for reason: PauseReason) {
         for partition in partitions {
-            held.withLock(partition) { reasons in
-                guard reasons?.remove(reason) != nil, reasons?.isEmpty ?? true else { return }
-                reasons = nil
+            held.withLock(partition) { entry in
+                guard var state = entry, state.reasons.remove(reason) != nil else { return }
+                guard state.reasons.isEmpty else {
+                    entry = state
+                    return
+                }
+                entry = nil
+                // Told even when this hold was never applied: a partition paused when it was revoked stays paused in
+                // librdkafka through a later assignment. (Resuming a partition that is not paused changes nothing.)
                 resumeFetching([partition])
             }
         }
@@ -66,5 +97,5 @@ final class FetchPauses: Sendable {
     }
 
     /// The reasons holding `partition` (empty: fetched).
-    func reasons(_ partition: Int32) -> Set<PauseReason> { held.withLock(partition) { $0 ?? [] } }
+    func reasons(_ partition: Int32) -> Set<PauseReason> { held.withLock(partition) { $0?.reasons ?? [] } }
 }

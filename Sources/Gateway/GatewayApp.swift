@@ -191,7 +191,17 @@ public struct GatewayApp {
             properties: consumerProperties, logger: logger, companions: userNotificationsTopic.map { [changesTopic: $0] } ?? [:],
             onStatistics: { json in metrics.recordConsumerLag(statistics: json, topic: changesTopic) },
             onEvent: clientEvents("consumer"))
-        let pauses = FetchPauses(consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic)
+        let pauses: FetchPauses
+        if ProcessInfo.processInfo.environment["PUSH_TEST_LATE_FETCH_PAUSES"] == "1" {
+            // Fault tests only: librdkafka applies a pause asynchronously, and one that races the start of a partition's
+            // fetcher is lost. Here no pause takes effect before the partition is resumed (a resume is still applied).
+            logger.warning("test: pauses of change partitions are not applied (PUSH_TEST_LATE_FETCH_PAUSES)")
+            pauses = FetchPauses(
+                pause: { _ in },
+                resume: { groupConsumer.resume(FetchPauses.fetched($0, topic: changesTopic, companion: userNotificationsTopic)) })
+        } else {
+            pauses = FetchPauses(consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic)
+        }
         let ledger = OffsetLedger(
             consumer: groupConsumer, topic: changesTopic, companion: userNotificationsTopic, maxInFlight: kafka.maxInFlightRecords,
             share: kafka.inFlightShare, pauses: pauses, metrics: metrics)

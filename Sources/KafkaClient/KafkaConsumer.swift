@@ -77,6 +77,22 @@ public final class KafkaConsumer: @unchecked Sendable {
         }
     }
 
+    /// Moves the fetch position of `offsets`' partitions (assigned here, their fetchers started) to the given offsets.
+    /// Records fetched before are discarded, not returned by a later ``poll(timeoutMs:)``. Blocking, at most `timeoutMs`.
+    public func seek(_ offsets: [TopicPartition: Int64], timeoutMs: Int32) throws {
+        guard !offsets.isEmpty else { return }
+        let list = try Self.list(offsets)
+        defer { rd_kafka_topic_partition_list_destroy(list) }
+        if let error = rd_kafka_seek_partitions(client, list, timeoutMs) {
+            defer { rd_kafka_error_destroy(error) }
+            throw KafkaError(code: rd_kafka_error_code(error).rawValue, message: String(cString: rd_kafka_error_string(error)))
+        }
+        for index in 0..<Int(list.pointee.cnt) where list.pointee.elems[index].err != RD_KAFKA_RESP_ERR_NO_ERROR {
+            let element = list.pointee.elems[index]
+            throw KafkaError(element.err, context: "seek \(String(cString: element.topic)) [\(element.partition)]")
+        }
+    }
+
     public enum PollResult: Sendable {
         case record(KafkaRecord)
         case error(KafkaError)

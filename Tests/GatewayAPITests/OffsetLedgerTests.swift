@@ -171,6 +171,33 @@ final class OffsetLedgerTests: XCTestCase {
         XCTAssertEqual(other.calls.log, ["pause [1]", "resume [1]"])
     }
 
+    /// A partition just assigned is held for its load without telling the consumer (a pause could race the start of
+    /// its fetcher); the first record that arrives while it loads applies the pause. The release always resumes it: a
+    /// partition revoked while paused stays paused in librdkafka through a later assignment.
+    func testADeferredHoldPausesAtTheFirstRecordAndTheReleaseAlwaysResumes() {
+        let fixture = Fixture(share: 4)
+        fixture.pauses.hold([0, 1], for: .loading, deferred: true)
+        XCTAssertEqual(fixture.calls.log, [], "not told yet")
+        XCTAssertEqual(fixture.pauses.reasons(0), [.loading])
+        fixture.pauses.applyDeferred(0)
+        fixture.pauses.applyDeferred(0)
+        XCTAssertEqual(fixture.calls.log, ["pause [0]"], "told once")
+        fixture.pauses.release([0, 1], for: .loading)
+        XCTAssertEqual(fixture.calls.log, ["pause [0]", "resume [0]", "resume [1]"])
+        // Nothing holds it: nothing to apply.
+        fixture.pauses.applyDeferred(1)
+        XCTAssertEqual(fixture.calls.log.count, 3)
+
+        // Another reason coming while the deferred hold was not applied pauses it at once.
+        let other = Fixture(share: 2)
+        other.pauses.hold([1], for: .loading, deferred: true)
+        other.start(1, 0...1)
+        XCTAssertEqual(other.calls.log, ["pause [1]"])
+        XCTAssertEqual(other.pauses.reasons(1), [.loading, .budget])
+        other.pauses.applyDeferred(1)
+        XCTAssertEqual(other.calls.log, ["pause [1]"], "already applied")
+    }
+
     func testTheDerivedShareAndItsSetting() throws {
         XCTAssertEqual(InFlightShare.derived(maxInFlight: 5000), InFlightShare(limit: 1250))
         XCTAssertEqual(InFlightShare.derived(maxInFlight: 40), InFlightShare(limit: 16), "the floor")
