@@ -50,6 +50,9 @@ final class ChangeConsumer: Service, Sendable {
     private let stopping = Atomic<Bool>(false)
     /// Which partitions' records the polling thread hands on (``RecordIntake``).
     private let intake = Mutex(RecordIntake<PartitionState>())
+    /// Set when a load or a take-back queued a request in the intake: the polling loop takes the intake's lock for
+    /// requests only then, not before every poll.
+    private let intakeRequested = Atomic<Bool>(false)
 
     init(
         consumer: KafkaConsumer, topic: String, companion: String? = nil, store: StateStore, processor: EventProcessor, delivery: DeliveryService,
@@ -169,12 +172,14 @@ final class ChangeConsumer: Service, Sendable {
         guard ownership.loaded(partition) else { return }
         // Activated by the polling thread, which is the one that drops and admits the partition's records.
         intake.withLock { $0.loaded(partition, state: state) }
+        intakeRequested.store(true, ordering: .releasing)
     }
 
     /// On the polling thread: the superseded partitions to take back, and the loaded partitions whose records are
     /// handed on from now. Each of those is sought back to its first record dropped meanwhile (if any), then fetched
     /// again (unless its records in flight still fill its share: then once they drain).
     private func serveIntake() {
+        guard intakeRequested.exchange(false, ordering: .acquiringAndReleasing) else { return }
         let (takeBack, due) = intake.withLock { $0.takeRequests() }
         let stillFenced = takeBack.intersection(ownership.fenced)
         if !stillFenced.isEmpty { take([], takenBack: stillFenced) }
@@ -238,6 +243,7 @@ final class ChangeConsumer: Service, Sendable {
                 "the consumer group still assigns a partition another replica wrote to: taking it back",
                 metadata: [LoggingKeys.kafkaPartition: "\(partition)"])
             intake.withLock { $0.requestTakeBack(partition) }
+            intakeRequested.store(true, ordering: .releasing)
         }
     }
 

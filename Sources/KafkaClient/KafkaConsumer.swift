@@ -71,10 +71,7 @@ public final class KafkaConsumer: @unchecked Sendable {
         for index in 0..<Int(list.pointee.cnt) where list.pointee.elems[index].offset < 0 {
             list.pointee.elems[index].offset = Int64(RD_KAFKA_OFFSET_BEGINNING)
         }
-        if let error = rd_kafka_seek_partitions(client, list, timeoutMs) {
-            defer { rd_kafka_error_destroy(error) }
-            throw KafkaError(code: rd_kafka_error_code(error).rawValue, message: String(cString: rd_kafka_error_string(error)))
-        }
+        try seek(list, timeoutMs: timeoutMs)
     }
 
     /// Moves the fetch position of `offsets`' partitions (assigned here, their fetchers started) to the given offsets.
@@ -83,6 +80,11 @@ public final class KafkaConsumer: @unchecked Sendable {
         guard !offsets.isEmpty else { return }
         let list = try Self.list(offsets)
         defer { rd_kafka_topic_partition_list_destroy(list) }
+        try seek(list, timeoutMs: timeoutMs)
+    }
+
+    /// Seeks the list's partitions to its offsets; a failure of the call or of one partition is thrown.
+    private func seek(_ list: UnsafeMutablePointer<rd_kafka_topic_partition_list_t>, timeoutMs: Int32) throws {
         if let error = rd_kafka_seek_partitions(client, list, timeoutMs) {
             defer { rd_kafka_error_destroy(error) }
             throw KafkaError(code: rd_kafka_error_code(error).rawValue, message: String(cString: rd_kafka_error_string(error)))

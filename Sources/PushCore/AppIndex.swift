@@ -308,12 +308,13 @@ public final class AppIndex {
         chain.reserveCapacity(path.segments.count + 1)
         // The path as the trie stores its keys (the per-user index shares those strings).
         var keys: [ExactString] = []
-        if subscriber.packedUID != nil { keys.reserveCapacity(path.segments.count) }
+        let keepsKeys = subscriber.packedUID != nil
+        if keepsKeys { keys.reserveCapacity(path.segments.count) }
         var node = root
         for (position, key) in path.segments.enumerated() {
             if let next = node.children[key] {
                 node = next
-                if subscriber.packedUID != nil { keys.append(next.key) }
+                if keepsKeys { keys.append(next.key) }
             } else {
                 // The subscribed node itself is made a payload node at once (filled below).
                 let next = position == path.segments.count - 1 ? Payload(key: key) : Node(key: key)
@@ -321,7 +322,7 @@ public final class AppIndex {
                 node.children.insert(next)
                 storedBytes += node.children.heapBytes - grown + Self.nodeBytes + HeapCost.string(key.string)
                 node = next
-                if subscriber.packedUID != nil { keys.append(key) }
+                if keepsKeys { keys.append(key) }
             }
             chain.append(node)
         }
