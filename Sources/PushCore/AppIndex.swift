@@ -14,8 +14,18 @@ public final class AppIndex {
     /// A trie node. Kept small: most nodes only lead to others. A node with subscribers is a ``Payload`` (a
     /// subclass with their fields), one object instead of a node and a payload object: that saves an object
     /// header, a malloc block's overhead and a pointer for every node with subscribers (most of them leaves).
-    /// A node gains or loses subscribers by being replaced in its parent's children (``AppIndex/replace(_:with:parent:)``).
+    /// A node with a seeded shadow is a ``SeededPayload`` (a subclass of that). A node changes form by being
+    /// replaced in its parent's children (``AppIndex/replace(_:with:parent:)``).
     class Node {
+        /// Which class the node is: checked instead of a dynamic cast on the matching path.
+        enum Form: UInt8 {
+            case plain
+            /// A ``Payload``.
+            case subscribers
+            /// A ``SeededPayload``.
+            case seeded
+        }
+
         // Field order matters: the flag and the 4-byte bound fit after the children's 8 bytes, so the fields
         // take 32 bytes and the object a 64-byte block. A node in the tree always has subscribers in its
         // subtree (an emptied node is removed at once), so no count of them is kept.
@@ -23,26 +33,28 @@ public final class AppIndex {
         /// the parent's table holds only references (issue 19).
         final let key: ExactString
         final var children = Children()
-        /// True for a ``Payload``: checked instead of a dynamic cast on the matching path.
-        final let holdsSubscribers: Bool
+        final let form: Form
         /// ``earliestExpiry`` in 32 bits: 0 stands for every bound at or before the epoch, `UInt32.max` for none.
         private final var expiryBound: UInt32 = .max
 
-        init(key: ExactString, holdsSubscribers: Bool = false) {
+        init(key: ExactString, form: Form = .plain) {
             self.key = key
-            self.holdsSubscribers = holdsSubscribers
+            self.form = form
         }
 
         /// A node that takes `node`'s place: its key, its children (moved out of `node`) and expiry bound.
-        init(replacing node: Node, holdsSubscribers: Bool) {
+        init(replacing node: Node, form: Form) {
             key = node.key
-            self.holdsSubscribers = holdsSubscribers
+            self.form = form
             swap(&children, &node.children)
             expiryBound = node.expiryBound
         }
 
+        /// True for a ``Payload``.
+        final var holdsSubscribers: Bool { form != .plain }
+
         /// Nil while nobody is subscribed here.
-        final var payload: Payload? { holdsSubscribers ? unsafeDowncast(self, to: Payload.self) : nil }
+        final var payload: Payload? { form != .plain ? unsafeDowncast(self, to: Payload.self) : nil }
 
         /// A lower bound of the earliest expiry in this subtree, seconds (exact right after an expiry scan visited
         /// it, unless it is at or before the epoch or after 2106): the scan skips every subtree whose bound is in
@@ -72,20 +84,41 @@ public final class AppIndex {
         final var shadow: JSONValue? { payload?.storedShadow }
     }
 
-    /// A trie node with subscribers (never empty while in the trie).
-    final class Payload: Node {
-        var subscribers = CompactMap<SubscriberKey, SubscriptionSettings>()
+    /// A trie node with subscribers (never empty while in the trie). Its object is 96 bytes, a 112-byte block:
+    /// the shadow, 17 bytes more at an 8-byte boundary, would make it 113 bytes, a 128-byte block, so only a node
+    /// with a seeded shadow holds one (``SeededPayload``, issue 19).
+    class Payload: Node {
+        final var subscribers = CompactMap<SubscriberKey, SubscriptionSettings>()
         /// Subscribers here that need data (`value`, `childEvent`).
-        var dataSubscribers: Int32 = 0
-        // No count of the shadow's bytes is kept (``AppIndex/setShadow(_:of:)`` measures the old one again): without
-        // it the object is 129 bytes, a 144-byte block, instead of a 160-byte one (issue 19).
-        /// The data at this node when known; nil until seeded. Kept only while `dataSubscribers > 0`.
-        var storedShadow: JSONValue?
+        final var dataSubscribers: Int32 = 0
 
         /// A new node (no subscribers yet: ``AppIndex/subscribe(path:subscriber:settings:)`` adds the first).
-        init(key: ExactString) { super.init(key: key, holdsSubscribers: true) }
+        init(key: ExactString) { super.init(key: key, form: .subscribers) }
 
-        init(replacing node: Node) { super.init(replacing: node, holdsSubscribers: true) }
+        init(replacing node: Node) { super.init(replacing: node, form: .subscribers) }
+
+        /// A node that takes `payload`'s place in `form`: its key, children, expiry bound and subscribers (moved
+        /// out of `payload`).
+        init(replacing payload: Payload, form: Form) {
+            super.init(replacing: payload, form: form)
+            swap(&subscribers, &payload.subscribers)
+            dataSubscribers = payload.dataSubscribers
+        }
+
+        final var isSeeded: Bool { form == .seeded }
+
+        /// The data at this node when known; nil until seeded (only a ``SeededPayload`` holds one).
+        final var storedShadow: JSONValue? { isSeeded ? unsafeDowncast(self, to: SeededPayload.self).seededShadow : nil }
+    }
+
+    /// A node whose shadow was seeded. Kept only while `dataSubscribers > 0`; a payload becomes one when its shadow
+    /// is first set, and goes back to a ``Payload`` when its last subscriber that needs data goes.
+    final class SeededPayload: Payload {
+        // No count of the shadow's bytes is kept (``AppIndex/setShadow(_:of:)`` measures the old one again): without
+        // it the object is 113 bytes, a 128-byte block, instead of a 144-byte one (issue 19).
+        var seededShadow: JSONValue?
+
+        init(replacing payload: Payload) { super.init(replacing: payload, form: .seeded) }
     }
 
     // The stored properties of Node and Payload, laid out as the classes lay them out after their header
@@ -93,18 +126,23 @@ public final class AppIndex {
     private struct NodeFields {
         var key: ExactString
         var children: Children
-        var holdsSubscribers: Bool
+        var form: Node.Form
         var expiryBound: UInt32
     }
     private struct PayloadFields {
         var node: NodeFields
         var subscribers: CompactMap<SubscriberKey, SubscriptionSettings>
         var dataSubscriberCount: Int32
+    }
+    private struct SeededFields {
+        var payload: PayloadFields
         var shadow: JSONValue?
     }
     static let nodeBytes = HeapCost.object(fields: MemoryLayout<NodeFields>.size)
     /// What a node with subscribers costs more than one without.
     static let payloadBytes = HeapCost.object(fields: MemoryLayout<PayloadFields>.size) - nodeBytes
+    /// What a node with a seeded shadow costs more than one with subscribers (the shadow's JSON apart).
+    static let seededBytes = HeapCost.object(fields: MemoryLayout<SeededFields>.size) - nodeBytes - payloadBytes
 
     /// A v2 subscription's place in the trie, for the per-user index.
     struct UserEntry: Hashable {
@@ -217,9 +255,8 @@ public final class AppIndex {
             total += Self.payloadBytes
         }
         total += settings.extraBytes
-        if perDevice.count(of: subscriber.device) == 0 {
-            total += subscriber.packedToken.heapBytes + perDevice.growthForNew(subscriber.device)
-        }
+        if perDevice.count(of: subscriber.device) == 0 { total += subscriber.packedToken.heapBytes }
+        total += perDevice.growthForOneMore(subscriber.device)
         if let owner = settings.packedAuthUID, perOwner[owner] == nil {
             total += (byUser[owner] == nil ? owner.heapBytes : 0)
                 + HeapCost.dictionaryGrowth(
@@ -254,12 +291,53 @@ public final class AppIndex {
         }
     }
 
-    /// Sets a node's shadow, keeping ``byteCount``: the old shadow's bytes are measured again (the same value,
-    /// so the same count as when it was set) and taken off.
-    func setShadow(_ value: JSONValue?, of payload: Payload) {
-        storedBytes -= payload.storedShadow.map(HeapCost.json) ?? 0
-        payload.storedShadow = value
+    /// Sets a seeded node's shadow, keeping ``byteCount``: the old shadow's bytes are measured again (the same
+    /// value, so the same count as when it was set) and taken off.
+    func setShadow(_ value: JSONValue?, of seeded: SeededPayload) {
+        storedBytes -= seeded.seededShadow.map(HeapCost.json) ?? 0
+        seeded.seededShadow = value
         storedBytes += value.map(HeapCost.json) ?? 0
+    }
+
+    /// Sets `payload`'s shadow to `value` now when it is seeded. A payload not seeded yet becomes a
+    /// ``SeededPayload`` in its parent's children: with `seeds`, later (``seed(_:)``: the caller is walking the
+    /// trie); without, at once. A nil `value` leaves a payload not seeded as it is.
+    func storeShadow(_ value: JSONValue?, of payload: Payload, parent: Node?, seeds: inout [PendingSeed]?) {
+        if payload.isSeeded {
+            setShadow(value, of: unsafeDowncast(payload, to: SeededPayload.self))
+        } else if let value {
+            let pending = PendingSeed(payload: payload, parent: parent, value: value)
+            if seeds != nil { seeds?.append(pending) } else { seed([pending]) }
+        }
+    }
+
+    /// A shadow to seed once a walk of the trie is over (``storeShadow(_:of:parent:seeds:)``).
+    struct PendingSeed {
+        var payload: Payload
+        var parent: Node?
+        var value: JSONValue
+    }
+
+    /// Makes each payload a ``SeededPayload`` holding its shadow, in its parent's place: the last found first, so
+    /// a node below another (found after it on a walk from the root) is replaced while its parent still holds it.
+    func seed(_ seeds: [PendingSeed]) {
+        for pending in seeds.reversed() {
+            let seeded = SeededPayload(replacing: pending.payload)
+            replace(pending.payload, with: seeded, parent: pending.parent)
+            storedBytes += Self.seededBytes
+            setShadow(pending.value, of: seeded)
+        }
+    }
+
+    /// Turns a seeded node back into a ``Payload`` (its last subscriber that needs data went): the shadow goes.
+    @discardableResult
+    private func unseed(_ payload: Payload, parent: Node?) -> Payload {
+        guard payload.isSeeded else { return payload }
+        setShadow(nil, of: unsafeDowncast(payload, to: SeededPayload.self))
+        let plain = Payload(replacing: payload, form: .subscribers)
+        replace(payload, with: plain, parent: parent)
+        storedBytes -= Self.seededBytes
+        return plain
     }
 
     /// The stored copy of a device's token, of a uid: every subscription of one device (one user) shares one
@@ -342,7 +420,7 @@ public final class AppIndex {
             + (settings.encryption?.heapBytes ?? 0) - (previous?.encryption?.heapBytes ?? 0)
         if let previous, previous.mode.needsData { payload.dataSubscribers -= 1 }
         if settings.mode.needsData { payload.dataSubscribers += 1 }
-        if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
+        if payload.dataSubscribers == 0 { unseed(payload, parent: chain.count > 1 ? chain[chain.count - 2] : nil) }
         if let previous {
             if previous.packedAuthUID != settings.packedAuthUID {
                 count(owner: previous.packedAuthUID, by: -1)
@@ -380,19 +458,22 @@ public final class AppIndex {
             chain.append((node, key))
             node = next
         }
-        guard let payload = node.payload else { return nil }
+        guard var payload = node.payload else { return nil }
         let shrunk = payload.subscribers.heapBytes
         guard let removed = payload.subscribers.removeValue(forKey: subscriber) else { return nil }
         storedBytes += payload.subscribers.heapBytes - shrunk - removed.extraBytes - (removed.encryption?.heapBytes ?? 0)
         if removed.mode.needsData {
             payload.dataSubscribers -= 1
-            if payload.dataSubscribers == 0, payload.storedShadow != nil { setShadow(nil, of: payload) }
+            if payload.dataSubscribers == 0 {
+                payload = unseed(payload, parent: chain.last?.0)
+                node = payload
+            }
         }
         if payload.subscribers.isEmpty {
-            storedBytes -= Self.payloadBytes + (payload.storedShadow.map(HeapCost.json) ?? 0)
+            storedBytes -= Self.payloadBytes
             if chain.isEmpty || !payload.children.isEmpty {
                 // It stays in the trie (the root, or a node with children): as a node without subscribers.
-                node = Node(replacing: payload, holdsSubscribers: false)
+                node = Node(replacing: payload, form: .plain)
                 replace(payload, with: node, parent: chain.last?.0)
             }
         }
@@ -546,9 +627,17 @@ public final class AppIndex {
 
     /// Restores a checkpointed shadow; ignored where nobody needs data any more.
     public func restoreShadow(at path: DataPath, value: JSONValue) {
-        guard let node = node(at: path), let payload = node.payload, node.dataSubscriberCount > 0 else { return }
+        var parent: Node?
+        var node = root
+        for key in path.segments {
+            guard let next = node.children[key] else { return }
+            parent = node
+            node = next
+        }
+        guard let payload = node.payload, payload.dataSubscribers > 0 else { return }
         let before = byteCount
-        setShadow(value, of: payload)
+        var seeds: [PendingSeed]?
+        storeShadow(value, of: payload, parent: parent, seeds: &seeds)
         report(since: before)
     }
 

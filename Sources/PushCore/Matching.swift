@@ -48,24 +48,29 @@ extension AppIndex {
         let before = byteCount
         defer { report(since: before) }
         var output: [MatchedNotification] = []
+        // Shadows seeded on the way: their nodes change class, so they are replaced once the walk is over.
+        var seeds: [PendingSeed]? = []
+        defer { if let seeds, !seeds.isEmpty { seed(seeds) } }
         let write = event.path.segments
         let notify = event.operation != .snapshot
+        var parent: Node?
         var node = root
         var depth = 0
         while true {
             if depth < write.count {
-                if node.payload != nil {
-                    applyAbove(node, depth: depth, event: event, notify: notify, now: now, into: &output)
+                if let payload = node.payload {
+                    applyAbove(payload, parent: parent, depth: depth, event: event, notify: notify, now: now, seeds: &seeds, into: &output)
                 }
                 guard let next = node.children[write[depth]] else { return output }
+                parent = node
                 node = next
                 depth += 1
             } else {
-                if node.payload != nil {
-                    applyAt(node, event: event, notify: notify, now: now, into: &output)
+                if let payload = node.payload {
+                    applyAt(payload, parent: parent, event: event, notify: notify, now: now, seeds: &seeds, into: &output)
                 }
                 node.children.forEach { child in
-                    applyBelow(child, relative: [child.key], event: event, notify: notify, now: now, into: &output)
+                    applyBelow(child, parent: node, relative: [child.key], event: event, notify: notify, now: now, seeds: &seeds, into: &output)
                 }
                 return output
             }
@@ -88,12 +93,13 @@ extension AppIndex {
 
     /// The write is below this node (S is a strict prefix of the write path).
     private func applyAbove(
-        _ node: Node, depth: Int, event: ChangeEvent, notify: Bool, now: Int64, into output: inout [MatchedNotification]
+        _ node: Payload, parent: Node?, depth: Int, event: ChangeEvent, notify: Bool, now: Int64, seeds: inout [PendingSeed]?,
+        into output: inout [MatchedNotification]
     ) {
         let relative = event.path.segments[depth...]
-        let old = node.shadow
+        let old = node.storedShadow
         var new: JSONValue?
-        if let old, node.dataSubscriberCount > 0 {
+        if let old, node.dataSubscribers > 0 {
             switch event.operation {
             case .set, .snapshot, .remove:
                 new = old.setting(event.after, at: relative)
@@ -102,7 +108,7 @@ extension AppIndex {
             case .namespaceDeleted:
                 new = nil
             }
-            if let payload = node.payload { setShadow(new, of: payload) }
+            storeShadow(new, of: node, parent: parent, seeds: &seeds)
             if let new, new != old {
                 changedShadows.append((DataPath(validatedSegments: Array(event.path.segments[..<depth])), new))
             }
@@ -118,17 +124,19 @@ extension AppIndex {
 
     /// The write is at this node.
     private func applyAt(
-        _ node: Node, event: ChangeEvent, notify: Bool, now: Int64, into output: inout [MatchedNotification]
+        _ node: Payload, parent: Node?, event: ChangeEvent, notify: Bool, now: Int64, seeds: inout [PendingSeed]?,
+        into output: inout [MatchedNotification]
     ) {
-        let old = node.shadow ?? event.before
+        let shadow = node.storedShadow
+        let old = shadow ?? event.before
         var new: JSONValue?
         switch event.operation {
         case .set, .snapshot, .remove: new = event.after
         case .merge: new = old?.merging(event.after.children)
         case .namespaceDeleted: new = nil
         }
-        if node.dataSubscriberCount > 0, let new, new != node.shadow, let payload = node.payload {
-            setShadow(new, of: payload)
+        if node.dataSubscribers > 0, let new, new != shadow {
+            storeShadow(new, of: node, parent: parent, seeds: &seeds)
             changedShadows.append((event.path, new))
         }
         guard notify else { return }
@@ -141,8 +149,8 @@ extension AppIndex {
 
     /// The write is above this node; `relative` is this node's path below the write.
     private func applyBelow(
-        _ node: Node, relative: [ExactString], event: ChangeEvent, notify: Bool, now: Int64,
-        into output: inout [MatchedNotification]
+        _ node: Node, parent: Node, relative: [ExactString], event: ChangeEvent, notify: Bool, now: Int64,
+        seeds: inout [PendingSeed]?, into output: inout [MatchedNotification]
     ) {
         let new: JSONValue
         switch event.operation {
@@ -155,10 +163,11 @@ extension AppIndex {
         case .namespaceDeleted:
             return
         }
-        if node.payload != nil {
-            let old = node.shadow ?? event.before?.value(at: relative)
-            if node.dataSubscriberCount > 0, node.shadow != new, let payload = node.payload {
-                setShadow(new, of: payload)
+        if let payload = node.payload {
+            let shadow = payload.storedShadow
+            let old = shadow ?? event.before?.value(at: relative)
+            if payload.dataSubscribers > 0, shadow != new {
+                storeShadow(new, of: payload, parent: parent, seeds: &seeds)
                 changedShadows.append((DataPath(validatedSegments: event.path.segments + relative), new))
             }
             if notify && old != new {
@@ -170,7 +179,9 @@ extension AppIndex {
             }
         }
         node.children.forEach { child in
-            applyBelow(child, relative: relative + [child.key], event: event, notify: notify, now: now, into: &output)
+            applyBelow(
+                child, parent: node, relative: relative + [child.key], event: event, notify: notify, now: now, seeds: &seeds,
+                into: &output)
         }
     }
 

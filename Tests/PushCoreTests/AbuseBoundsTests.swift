@@ -99,6 +99,29 @@ final class AbuseBoundsTests: XCTestCase {
         }
     }
 
+    /// ``DeviceCounts`` against a dictionary through counts above 255 (where a device's byte spills into the exact
+    /// table) and back down: mostly increments, then mostly decrements, over two devices.
+    func testDeviceCountsAgreeWithADictionaryAboveAByte() {
+        var random = RetryTestRandom(seed: 255)
+        var counts = DeviceCounts()
+        var model: [DeviceKey: Int32] = [:]
+        let devices = [DeviceKey(kind: .mobile, token: "t0"), DeviceKey(kind: .huawei, token: "t0")]
+        for step in 0..<3000 {
+            let device = devices[Int(random.next() % 2)]
+            let up = random.next() % 10 < (step < 1500 ? 8 : 2)
+            if up {
+                XCTAssertEqual(counts.increment(device, at: counts.find(device)), model[device] == nil)
+                model[device, default: 0] += 1
+            } else {
+                let removed = counts.decrement(device)
+                XCTAssertEqual(removed != nil, model[device] == 1, "step \(step)")
+                if let held = model[device] { model[device] = held > 1 ? held - 1 : nil }
+            }
+            for each in devices { XCTAssertEqual(counts.count(of: each), model[each] ?? 0, "step \(step) \(each)") }
+        }
+        XCTAssertGreaterThan(model.values.max() ?? 0, 0)
+    }
+
     func testPerUserListIsKeptInOrder() throws {
         let index = AppIndex(app: "a")
         for (path, token) in [("/b", "2"), ("/a", "9"), ("/b", "1"), ("/a/c", "0")] {

@@ -82,6 +82,8 @@ final class AppIndexRemovalTests: XCTestCase {
             // Once elsewhere first: the per-device map keeps the capacity it grows to (counted by byteCount).
             index.subscribe(path: try DataPath("/elsewhere"), subscriber: own, settings: .init(mode: .noData, expiresAt: .max))
             index.unsubscribe(path: try DataPath("/elsewhere"), subscriber: own)
+            // The child's shadow seeded first: it stays seeded (a larger node) through what follows.
+            _ = index.apply(ChangeEvent(app: "a", path: try DataPath(below), operation: .set, after: .string("u")), now: 0)
             let plain = index.byteCount
             let childNode = try XCTUnwrap(index.node(at: try DataPath(below)))
             let settings = SubscriptionSettings(mode: .value, expiresAt: 100)

@@ -51,6 +51,30 @@ final class StateBytesTests: XCTestCase {
         XCTAssertEqual(replica.bytes, index.byteCount)
     }
 
+    /// A device's count is a byte until it reaches 255 subscriptions, then exact in a second table: every create on
+    /// the way up adds what was predicted (the second table's bucket included), the count stays exact both ways,
+    /// and removing them all gives back what the way up added (to the tables' kept capacity).
+    func testADeviceWithHundredsOfSubscriptionsIsCountedExactly() throws {
+        let index = AppIndex(app: "a")
+        let device = SubscriberKey(token: "one-device-with-many-subscriptions")
+        let empty = index.byteCount
+        for round in 0..<2 {
+            for number in 0..<300 {
+                let path = try DataPath("/p\(number)")
+                let predicted = index.bytesToSubscribe(path: path, subscriber: device, settings: settings())
+                let before = index.byteCount
+                XCTAssertEqual(index.subscribe(path: path, subscriber: device, settings: settings()), .created)
+                XCTAssertEqual(index.byteCount - before, predicted, "round \(round), subscription \(number + 1)")
+                XCTAssertEqual(index.subscriptionCount(device: device.device), number + 1)
+            }
+            for number in (0..<300).reversed() {
+                index.unsubscribe(path: try DataPath("/p\(number)"), subscriber: device)
+                XCTAssertEqual(index.subscriptionCount(device: device.device), number)
+            }
+            XCTAssertLessThan(index.byteCount - empty, 4096, "round \(round): only the tables' capacity is left")
+        }
+    }
+
     /// A uid that is both a v1 owner and a v2 user is one stored object, counted once: whatever the order the two
     /// come and go in, each create adds what was predicted, and a second round of both ends at the same figure as the
     /// first (a removal that gave back less, or more, than was added would move it).
@@ -103,7 +127,7 @@ final class StateBytesTests: XCTestCase {
         XCTAssertGreaterThan(index.byteCount - before, 5000)
         XCTAssertEqual(meter.bytes, index.byteCount)
         _ = index.apply(ChangeEvent(app: "a", path: path, operation: .set, after: .string("small")), now: 0)
-        XCTAssertEqual(index.byteCount, before)
+        XCTAssertEqual(index.byteCount, before + AppIndex.seededBytes, "a seeded node is larger; a small string is inline")
         XCTAssertEqual(meter.bytes, index.byteCount)
         index.restoreShadow(at: path, value: big)
         index.unsubscribe(path: path, subscriber: SubscriberKey(token: "device-token-long-enough"))

@@ -8,6 +8,9 @@
 // shape v2: v2 subscriptions, one per user (uid "user-{n}", the auth uid the same), at /users/{uid}/inbox: the
 //          case where a uid is shared by nothing else;
 // shape v2x3: v2, three per user from one device (inbox, settings, feed);
+// shape seeded1, seeded2: shapes 1 and 2 with every node's shadow seeded: a number (`seeded1`, held inline in the
+//          JSON value) or a small object (`seeded2`, {"unread": 3, "last": "<16 bytes>"}): what a shadow costs
+//          beyond its JSON;
 // shape long: anonymous abuse (issue 17, finding 4): a 2 KB path and a 1 KB device id per subscription, each
 //          invented (nothing shared).
 import Glibc
@@ -50,7 +53,7 @@ for index in 0..<count {
             subscriber: SubscriberKey(token: "fcm-" + String(index / perUser, radix: 16) + ":APA91b" + String(repeating: "x", count: 140), uid: uid),
             settings: SubscriptionSettings(mode: .value, format: .v2, expiresAt: 1_900_000_000, authUID: uid))
         continue
-    case "2":
+    case "2", "seeded2":
         path = DataPath(validatedSegments: ["users", ExactString(user), "inbox"])
         token = "fcm-" + String(index, radix: 16) + ":APA91b" + String(repeating: "x", count: 140)
     default:
@@ -59,6 +62,12 @@ for index in 0..<count {
     }
     app.subscribe(
         path: path, subscriber: SubscriberKey(token: token), settings: SubscriptionSettings(mode: .value, expiresAt: 1_900_000_000))
+    switch shape {
+    case "seeded1": app.restoreShadow(at: path, value: .number(String(index)))
+    case "seeded2":
+        app.restoreShadow(at: path, value: .object(["unread": .number("3"), "last": .string("message-\(index % 10_000_000)")]))
+    default: break
+    }
 }
 let after = residentBytes()
 let total = apps.reduce(0) { $0 + $1.subscriptionCount }
