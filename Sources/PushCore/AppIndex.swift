@@ -50,9 +50,6 @@ public final class AppIndex {
             expiryBound = node.expiryBound
         }
 
-        /// True for a ``Payload``.
-        final var holdsSubscribers: Bool { form != .plain }
-
         /// Nil while nobody is subscribed here.
         final var payload: Payload? { form != .plain ? unsafeDowncast(self, to: Payload.self) : nil }
 
@@ -299,15 +296,14 @@ public final class AppIndex {
         storedBytes += value.map(HeapCost.json) ?? 0
     }
 
-    /// Sets `payload`'s shadow to `value` now when it is seeded. A payload not seeded yet becomes a
-    /// ``SeededPayload`` in its parent's children: with `seeds`, later (``seed(_:)``: the caller is walking the
-    /// trie); without, at once. A nil `value` leaves a payload not seeded as it is.
-    func storeShadow(_ value: JSONValue?, of payload: Payload, parent: Node?, seeds: inout [PendingSeed]?) {
+    /// Sets `payload`'s shadow to `value` now when it is seeded. A payload not seeded yet is added to `seeds`: it
+    /// becomes a ``SeededPayload`` in its parent's children when the caller passes them to ``seed(_:)`` (after its
+    /// walk of the trie). A nil `value` leaves a payload not seeded as it is.
+    func storeShadow(_ value: JSONValue?, of payload: Payload, parent: Node?, seeds: inout [PendingSeed]) {
         if payload.isSeeded {
             setShadow(value, of: unsafeDowncast(payload, to: SeededPayload.self))
         } else if let value {
-            let pending = PendingSeed(payload: payload, parent: parent, value: value)
-            if seeds != nil { seeds?.append(pending) } else { seed([pending]) }
+            seeds.append(PendingSeed(payload: payload, parent: parent, value: value))
         }
     }
 
@@ -636,8 +632,9 @@ public final class AppIndex {
         }
         guard let payload = node.payload, payload.dataSubscribers > 0 else { return }
         let before = byteCount
-        var seeds: [PendingSeed]?
+        var seeds: [PendingSeed] = []
         storeShadow(value, of: payload, parent: parent, seeds: &seeds)
+        seed(seeds)
         report(since: before)
     }
 

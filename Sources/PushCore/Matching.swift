@@ -49,8 +49,8 @@ extension AppIndex {
         defer { report(since: before) }
         var output: [MatchedNotification] = []
         // Shadows seeded on the way: their nodes change class, so they are replaced once the walk is over.
-        var seeds: [PendingSeed]? = []
-        defer { if let seeds, !seeds.isEmpty { seed(seeds) } }
+        var seeds: [PendingSeed] = []
+        defer { if !seeds.isEmpty { seed(seeds) } }
         let write = event.path.segments
         let notify = event.operation != .snapshot
         var parent: Node?
@@ -93,7 +93,7 @@ extension AppIndex {
 
     /// The write is below this node (S is a strict prefix of the write path).
     private func applyAbove(
-        _ node: Payload, parent: Node?, depth: Int, event: ChangeEvent, notify: Bool, now: Int64, seeds: inout [PendingSeed]?,
+        _ node: Payload, parent: Node?, depth: Int, event: ChangeEvent, notify: Bool, now: Int64, seeds: inout [PendingSeed],
         into output: inout [MatchedNotification]
     ) {
         let relative = event.path.segments[depth...]
@@ -124,7 +124,7 @@ extension AppIndex {
 
     /// The write is at this node.
     private func applyAt(
-        _ node: Payload, parent: Node?, event: ChangeEvent, notify: Bool, now: Int64, seeds: inout [PendingSeed]?,
+        _ node: Payload, parent: Node?, event: ChangeEvent, notify: Bool, now: Int64, seeds: inout [PendingSeed],
         into output: inout [MatchedNotification]
     ) {
         let shadow = node.storedShadow
@@ -150,7 +150,7 @@ extension AppIndex {
     /// The write is above this node; `relative` is this node's path below the write.
     private func applyBelow(
         _ node: Node, parent: Node, relative: [ExactString], event: ChangeEvent, notify: Bool, now: Int64,
-        seeds: inout [PendingSeed]?, into output: inout [MatchedNotification]
+        seeds: inout [PendingSeed], into output: inout [MatchedNotification]
     ) {
         let new: JSONValue
         switch event.operation {
